@@ -1,0 +1,5 @@
+import sys
+
+from icoforge.cli.main import main
+
+sys.exit(main())

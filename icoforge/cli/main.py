@@ -1,0 +1,53 @@
+"""`icoforge` command line: one entry point, one module per sub-command family.
+
+Each module in COMMAND_MODULES exposes `register(subparsers)`, which adds its sub-commands and
+sets `func` on them. Errors derived from IcoforgeError print as one line (exit 2); pass
+`--traceback` to see the full trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from icoforge.errors import IcoforgeError
+
+COMMAND_MODULES = (
+    "icoforge.cli.grid_cmd",
+    "icoforge.cli.suite_cmd",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="icoforge", description=__doc__.splitlines()[0])
+    parser.add_argument("--traceback", action="store_true", help="show full tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name == name:  # a command family not written yet
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except IcoforgeError as e:
+        if args.traceback:
+            raise
+        print(f"icoforge: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("icoforge: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
