@@ -1,0 +1,28 @@
+"""The icoforge GT4Py backend: `program.with_backend(icoforge.backend.make_backend("cpu"))`."""
+
+from __future__ import annotations
+
+from icoforge.errors import UnknownNameError
+
+TARGETS = ("cpu", "cuda", "hip", "gpu")
+
+
+def make_backend(target: str = "cpu"):
+    """A `gt4py.next.backend.Backend` compiling with icoforge for `target`."""
+    from gt4py.next import backend as gt_backend
+    from gt4py.next import custom_layout_allocators as allocators
+
+    if target == "cpu":
+        from icoforge.backend.workflow import CPUExecutor
+
+        return gt_backend.Backend(
+            name="icoforge_cpu",
+            executor=CPUExecutor(),
+            allocator=allocators.StandardCPUFieldBufferAllocator(),
+            transforms=gt_backend.DEFAULT_TRANSFORMS,
+        )
+    if target in ("cuda", "hip", "gpu"):
+        from icoforge.backend.gpu import make_gpu_backend
+
+        return make_gpu_backend(target)
+    raise UnknownNameError("icoforge target", target, TARGETS)

@@ -1,0 +1,78 @@
+"""Which index ranges a kernel touches in each field: the basis of the run-time bounds checks
+(a field of the wrong shape is an error, never an out-of-bounds access) and of the byte model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from icoforge.backend import ir
+
+
+@dataclass(frozen=True)
+class Access:
+    """How one field dimension is indexed in a kernel.
+
+    kind: "h" (the kernel's horizontal index, shifted by nothing), "k" (level + [lo, hi] offsets),
+    "table" (through neighbour table `table`: any index of the target dimension), "const" (a
+    fixed index `lo`), "local" (a neighbour slot of a sparse field).
+    """
+
+    kind: str
+    lo: int = 0
+    hi: int = 0
+    table: str | None = None
+
+
+def _resolve(e: ir.Expr, defs: dict[str, ir.Expr]) -> ir.Expr:
+    while isinstance(e, ir.Var) and e.name in defs:
+        e = defs[e.name]
+    return e
+
+
+def classify(e: ir.Expr, defs: dict[str, ir.Expr]) -> Access | None:
+    e = _resolve(e, defs)
+    if isinstance(e, ir.HIndex):
+        return Access("h")
+    if isinstance(e, ir.KIndex):
+        return Access("k")
+    if isinstance(e, ir.Table):
+        return Access("table", table=e.table)
+    if isinstance(e, ir.Const):
+        return Access("const", int(e.value), int(e.value))
+    if isinstance(e, ir.Binary) and e.op in ("plus", "minus") and isinstance(e.rhs, ir.Const):
+        inner = _resolve(e.lhs, defs)
+        if isinstance(inner, ir.KIndex):
+            c = int(e.rhs.value) * (1 if e.op == "plus" else -1)
+            return Access("k", c, c)
+    return None  # data-dependent index: not checked statically
+
+
+def kernel_accesses(kernel: ir.Kernel, program: ir.ProgramIR) -> dict[tuple[str, int], Access]:
+    """(field, dimension position) -> merged access, for every field read or written."""
+    defs = {s.var.name: s.value for s in ir.walk_stmts(kernel.all_stmts()) if isinstance(s, ir.Let) and not s.declared}
+    kinds = dict(program.dim_kinds)
+    out: dict[tuple[str, int], Access] = {}
+
+    def merge(key, acc: Access | None) -> None:
+        if acc is None:
+            return
+        old = out.get(key)
+        if old is None or old.kind != acc.kind:
+            out[key] = acc if old is None or acc.kind in ("table",) else old
+        else:
+            out[key] = Access(acc.kind, min(old.lo, acc.lo), max(old.hi, acc.hi), acc.table or old.table)
+
+    for e in kernel.exprs():
+        if isinstance(e, ir.Load):
+            dims = program.field(e.field).dims
+            for d, idx in enumerate(e.index):
+                if kinds.get(dims[d]) == "local":
+                    merge((e.field, d), Access("local"))
+                else:
+                    merge((e.field, d), classify(idx, defs))
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.Store):
+            dims = program.field(s.field).dims
+            for d, dim in enumerate(dims):
+                merge((s.field, d), Access("k") if kinds.get(dim) == "vertical" else Access("h"))
+    return out

@@ -1,0 +1,258 @@
+"""C++/OpenMP target: one CPython extension module per program.
+
+Layout of the generated file:
+  * `struct Args`: every field view, table view and scalar of one call;
+  * one `static void <kernel>(const Args&, bounds..., kernel args...)` per kernel: OpenMP over the
+    horizontal, the vertical loop inside, neighbour indices and k-invariant values per column;
+  * `run(...)`: reads GT4Py's arguments (one C call, no per-argument Python work), checks shapes,
+    aliasing and bounds, evaluates host conditions and domain bounds, runs the kernels.
+"""
+
+from __future__ import annotations
+
+from icoforge.backend import ir
+from icoforge.backend.access import kernel_accesses
+from icoforge.backend.codegen.common import ExprRenderer, cname, ctype, render_stmts
+
+ITEMSIZE = {"float64": 8, "float32": 4, "int32": 4, "int64": 8, "bool": 1, "int8": 1, "uint8": 1,
+            "int16": 2, "uint16": 2, "uint32": 4, "uint64": 8}  # fmt: skip
+
+
+class HostRenderer(ExprRenderer):
+    """Host-side expressions: program scalars live in `a.<name>`."""
+
+    def r_Param(self, e: ir.Param) -> str:
+        return f"a.{cname(e.name)}"
+
+    def r_FieldBound(self, e: ir.FieldBound) -> str:
+        return f"a.{cname(e.field)}.{'stop' if e.stop else 'start'}[{e.dim}]"
+
+
+def _views_of_kernel(k: ir.Kernel, program: ir.ProgramIR) -> list[tuple[str, bool]]:
+    written = set(k.fields_written())
+    names = list(dict.fromkeys([*k.fields_read(), *k.fields_written()]))
+    return [(n, n in written) for n in names]
+
+
+def kernel_comment(k: ir.Kernel) -> str:
+    kind = f"scan ({'forward' if k.forward else 'backward'})" if k.is_scan else "map"
+    return f"// {k.name}: {kind} over {k.domain}"
+
+
+def render_kernel_cpp(k: ir.Kernel, program: ir.ProgramIR) -> str:
+    r = ExprRenderer("std::")
+    kernel_params = [f"const {ctype(p.dtype)} {cname(p.name)}" for p, _ in k.args]
+    sig = ", ".join(["const Args& a", "const long h0", "const long h1", "const long k0", "const long k1", *kernel_params])
+    lines = [kernel_comment(k), f"static void {k.name}({sig}) {{"]
+    for name, written in _views_of_kernel(k, program):
+        f = program.field(name)
+        c = cname(name)
+        const = "" if written else "const "
+        lines.append(f"  {const}{ctype(f.dtype)}* __restrict__ {c} = a.{c}.ptr<{ctype(f.dtype)}>();")
+        strides = ", ".join(f"{c}_s{d} = a.{c}.s[{d}]" for d in range(len(f.dims)))
+        lines.append(f"  const long {strides};")
+    for t in k.tables_used():
+        tb = next(x for x in program.tables if x.name == t)
+        c = cname(t)
+        lines.append(f"  const {ctype(tb.dtype)}* __restrict__ {c} = a.{c}.ptr<{ctype(tb.dtype)}>();")
+        lines.append(f"  const long {c}_s0 = a.{c}.s[0], {c}_s1 = a.{c}.s[1];")
+    kernel_arg_names = {p.name for p, _ in k.args}
+    for p in k.params_used():
+        if p.name not in kernel_arg_names:
+            lines.append(f"  const {ctype(p.dtype)} {cname(p.name)} = a.{cname(p.name)};")
+
+    def store(field: str, value: str) -> str:
+        f = program.field(field)
+        c = cname(field)
+        idx = tuple(ir.HIndex() if program_dim_kind(program, d) == "horizontal" else ir.KIndex() for d in f.dims)
+        return f"{c}[{r.offset(c, idx)}] = {value};"
+
+    has_h, has_k = k.domain.hdim is not None, k.domain.k_start is not None
+    ind = "  "
+    if has_h:
+        lines.append("#pragma omp parallel for schedule(static)")
+        lines.append(f"{ind}for (long i = h0; i < h1; ++i) {{")
+        ind += "  "
+    lines.extend(render_stmts(k.prologue, r, ind, store))
+    for st in k.state:
+        lines.append(f"{ind}{ctype(st.var.dtype)} {cname(st.var.name)} = {r(st.init)};")
+    if has_k:
+        loop = "for (long k = k0; k < k1; ++k)" if k.forward else "for (long k = k1 - 1; k >= k0; --k)"
+        lines.append(f"{ind}{loop} {{")
+        lines.extend(render_stmts(k.body, r, ind + "  ", store))
+        lines.append(f"{ind}}}")
+    else:
+        lines.extend(render_stmts(k.body, r, ind, store))
+    if has_h:
+        lines.append("  }")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def program_dim_kind(program: ir.ProgramIR, dim: str) -> str:
+    return dict(program.dim_kinds)[dim]
+
+
+# ---------------------------------------------------------------------------------------------
+# host side
+
+
+def _dim_size_exprs(program: ir.ProgramIR) -> dict[str, str]:
+    """Size of a horizontal dimension at run time: the row count of a table indexed by it."""
+    out: dict[str, str] = {}
+    for t in program.tables:
+        out.setdefault(t.source_dim, f"a.{cname(t.name)}.stop[0]")
+    return out
+
+
+def render_host_checks(k: ir.Kernel, program: ir.ProgramIR, indent: str) -> list[str]:
+    lines: list[str] = []
+    dim_sizes = _dim_size_exprs(program)
+    tables = {t.name: t for t in program.tables}
+    for (field, d), acc in kernel_accesses(k, program).items():
+        dim = program.field(field).dims[d]
+        c = cname(field)
+        rng = None
+        if acc.kind == "h":
+            rng = ("h0", "h1")
+        elif acc.kind == "k":
+            rng = (f"k0 + ({acc.lo})", f"k1 + ({acc.hi})")
+        elif acc.kind == "table":
+            target = tables[acc.table].target_dim
+            if target in dim_sizes:
+                rng = ("0", dim_sizes[target])
+        elif acc.kind == "const":
+            rng = (str(acc.lo), str(acc.lo + 1))
+        if rng is not None:
+            lines.append(f'{indent}if (!icf::require(a.{c}, {d}, {rng[0]}, {rng[1]}, "{field}", "{dim}", "{k.name}")) return nullptr;')
+    for t in k.tables_used():
+        tb = tables[t]
+        if tb.source_dim == k.domain.hdim:
+            lines.append(f'{indent}if (!icf::require(a.{cname(t)}, 0, h0, h1, "{t}", "{tb.source_dim}", "{k.name}")) return nullptr;')
+    views = _views_of_kernel(k, program)
+    for w, written in views:
+        if not written:
+            continue
+        for o, _ in views:
+            if o != w:
+                lines.append(f'{indent}if (!icf::no_alias(a.{cname(w)}, a.{cname(o)}, "{w}", "{o}", "{k.name}")) return nullptr;')
+    return lines
+
+
+def render_launch(k: ir.Kernel, program: ir.ProgramIR, indent: str) -> list[str]:
+    hr = HostRenderer("std::")
+    d = k.domain
+    h0 = hr(d.h_start) if d.hdim else "0"
+    h1 = hr(d.h_end) if d.hdim else "1"
+    k0 = hr(d.k_start) if d.k_start is not None else "0"
+    k1 = hr(d.k_end) if d.k_start is not None else "1"
+    lines = [f"{indent}{{  // {k.name}", f"{indent}  const long h0 = {h0}, h1 = {h1}, k0 = {k0}, k1 = {k1};"]
+    lines.append(f"{indent}  if (h0 < h1 && k0 < k1) {{")
+    lines.extend(render_host_checks(k, program, indent + "    "))
+    args = ["a", "h0", "h1", "k0", "k1", *(f"static_cast<{ctype(p.dtype)}>({hr(v)})" for p, v in k.args)]
+    lines.append(f"{indent}    {k.name}({', '.join(args)});")
+    lines.append(f"{indent}  }}")
+    lines.append(f"{indent}}}")
+    return lines
+
+
+def render_steps(steps: tuple[ir.Step, ...], program: ir.ProgramIR, indent: str) -> list[str]:
+    hr = HostRenderer("std::")
+    out: list[str] = []
+    for s in steps:
+        if isinstance(s, ir.Kernel):
+            out.extend(render_launch(s, program, indent))
+        else:
+            out.append(f"{indent}if ({hr(s.cond)}) {{")
+            out.extend(render_steps(s.then, program, indent + "  "))
+            if s.orelse:
+                out.append(f"{indent}}} else {{")
+                out.extend(render_steps(s.orelse, program, indent + "  "))
+            out.append(f"{indent}}}")
+    return out
+
+
+def render_program_cpp(program: ir.ProgramIR, module_name: str) -> str:
+    pname = program.name
+    lines = [
+        f"// Generated by icoforge from the GT4Py program `{pname}`. Do not edit: regenerate.",
+        f"// Kernels: {', '.join(k.name for k in program.kernels())}",
+        '#include "icf_cpu.h"',
+        "",
+        "namespace {",
+        "",
+        "struct Args {",
+    ]
+    for p in program.params:
+        if isinstance(p, ir.FieldParam):
+            lines.append(f"  icf::View {cname(p.name)};  // Field[{', '.join(p.dims)}], {p.dtype}")
+        else:
+            lines.append(f"  {ctype(p.dtype)} {cname(p.name)};")
+    for t in program.temporaries:
+        lines.append(f"  icf::View {cname(t.name)};  // temporary Field[{', '.join(t.dims)}], {t.dtype}")
+    for t in program.tables:
+        lines.append(f"  icf::View {cname(t.name)};  // {t.source_dim} -> {t.max_neighbors} x {t.target_dim}")
+    lines += ["};", ""]
+    for t in program.temporaries:
+        lines.append(f"icf::TempBuffer tmp_{cname(t.name)};")
+    lines.append("")
+    for k in program.kernels():
+        lines.append(render_kernel_cpp(k, program))
+        lines.append("")
+    lines.append("}  // namespace")
+    lines.append("")
+    # entry point: run(*args, offset_provider)
+    nparams = len(program.params)
+    lines += [
+        "static PyObject* run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {",
+        f'  static const char* P = "{pname}";',
+        f"  if (nargs != {nparams + 1}) {{",
+        f'    icf::fail("%s: expected {nparams} arguments and the offset provider, got %d", P, (int)nargs);',
+        "    return nullptr;",
+        "  }",
+        "  icf::CallScope scope;",
+        "  Args a;",
+    ]
+    for n, p in enumerate(program.params):
+        c = cname(p.name)
+        if isinstance(p, ir.FieldParam):
+            lines.append(
+                f'  if (!icf::get_view(scope, args[{n}], "{p.name}", {len(p.dims)}, {ITEMSIZE[p.dtype]}, P, &a.{c})) return nullptr;'
+            )
+        else:
+            lines.append(f'  if (!icf::get_scalar(args[{n}], "{p.name}", P, &a.{c})) return nullptr;')
+    lines.append(f"  PyObject* offset_provider = args[{nparams}];")
+    for t in program.tables:
+        lines.append(
+            f'  if (!icf::get_table(scope, offset_provider, "{t.name}", {ITEMSIZE[t.dtype]}, P, &a.{cname(t.name)})) return nullptr;'
+        )
+    hr = HostRenderer("std::")
+    for t in program.temporaries:
+        d = t.domain
+        h0, h1 = (hr(d.h_start), hr(d.h_end)) if d.hdim else ("0", "1")
+        k0, k1 = (hr(d.k_start), hr(d.k_end)) if d.k_start is not None else ("0", "1")
+        lines.append(
+            f"  a.{cname(t.name)} = tmp_{cname(t.name)}.view({h0}, {h1}, {k0}, {k1}, "
+            f"{str(d.hdim is not None).lower()}, {str(d.k_start is not None).lower()}, {ITEMSIZE[t.dtype]});"
+        )
+    lines += render_steps(program.steps, program, "  ")
+    lines += [
+        "  Py_RETURN_NONE;",
+        "}",
+        "",
+        "static PyObject* set_error_class(PyObject*, PyObject* cls) {",
+        "  Py_INCREF(cls);",
+        "  icf::error_class = cls;",
+        "  Py_RETURN_NONE;",
+        "}",
+        "",
+        "static PyMethodDef methods[] = {",
+        '  {"run", (PyCFunction)(void (*)(void))run, METH_FASTCALL, "run the program"},',
+        '  {"set_error_class", set_error_class, METH_O, "exception type for argument errors"},',
+        "  {nullptr, nullptr, 0, nullptr}};",
+        "",
+        f'static struct PyModuleDef moduledef = {{PyModuleDef_HEAD_INIT, "{module_name}", nullptr, -1, methods}};',
+        f"PyMODINIT_FUNC PyInit_{module_name}(void) {{ return PyModule_Create(&moduledef); }}",
+        "",
+    ]
+    return "\n".join(lines)

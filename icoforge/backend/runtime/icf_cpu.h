@@ -1,0 +1,166 @@
+// icoforge CPU runtime: turns GT4Py call arguments into raw pointers + strides, once per call.
+// Included by every generated C++ program (the generated file is a CPython extension module).
+#pragma once
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace icf {
+
+// A field seen as: base pointer already shifted so that base[i*s[0] + k*s[1]] is element
+// (i, k) in absolute indices; [start, stop) per dimension; the underlying buffer's extent.
+struct View {
+  char* base = nullptr;
+  long s[3] = {0, 0, 0};
+  long start[3] = {0, 0, 0};
+  long stop[3] = {0, 0, 0};
+  const char* lo = nullptr;  // buffer extent, for the aliasing check
+  const char* hi = nullptr;
+  template <class T> T* ptr() const { return reinterpret_cast<T*>(base); }
+};
+
+// Owns the Py_buffers of one call and releases them at the end.
+struct CallScope {
+  std::vector<Py_buffer> buffers;
+  std::vector<PyObject*> refs;
+  ~CallScope() {
+    for (auto& b : buffers) PyBuffer_Release(&b);
+    for (auto* r : refs) Py_DECREF(r);
+  }
+};
+
+static PyObject* error_class = PyExc_ValueError;
+
+inline bool fail(const char* fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  PyErr_SetString(error_class, msg);
+  return false;
+}
+
+// `obj` is a GT4Py field (has .ndarray and __gt_origin__) or a bare NumPy array.
+inline bool get_view(CallScope& scope, PyObject* obj, const char* name, int ndim, Py_ssize_t itemsize,
+                     const char* program, View* v) {
+  PyObject* arr = PyObject_GetAttrString(obj, "ndarray");
+  if (!arr) {
+    PyErr_Clear();
+    arr = obj;
+    Py_INCREF(arr);
+  }
+  scope.refs.push_back(arr);
+  Py_buffer b;
+  if (PyObject_GetBuffer(arr, &b, PyBUF_STRIDES | PyBUF_FORMAT) != 0) {
+    PyErr_Clear();
+    return fail("%s: argument '%s' is not a CPU field (no buffer interface)", program, name);
+  }
+  scope.buffers.push_back(b);
+  if (b.ndim != ndim)
+    return fail("%s: field '%s' has %d dimensions, expected %d", program, name, (int)b.ndim, ndim);
+  if (b.itemsize != itemsize)
+    return fail("%s: field '%s' has %d-byte elements, expected %d", program, name, (int)b.itemsize, (int)itemsize);
+  long origin[3] = {0, 0, 0};
+  PyObject* org = PyObject_GetAttrString(obj, "__gt_origin__");
+  if (org) {
+    scope.refs.push_back(org);
+    for (int d = 0; d < ndim && d < PyTuple_Size(org); ++d) origin[d] = PyLong_AsLong(PyTuple_GetItem(org, d));
+  } else {
+    PyErr_Clear();
+  }
+  char* base = static_cast<char*>(b.buf);
+  for (int d = 0; d < ndim; ++d) {
+    if (b.strides[d] % itemsize != 0) return fail("%s: field '%s' has unaligned strides", program, name);
+    v->s[d] = b.strides[d] / itemsize;
+    v->start[d] = -origin[d];
+    v->stop[d] = -origin[d] + b.shape[d];
+    base += origin[d] * b.strides[d];
+  }
+  v->base = base;
+  v->lo = static_cast<const char*>(b.buf);
+  v->hi = v->lo + b.len;
+  return true;
+}
+
+template <class T> inline bool get_scalar(PyObject* obj, const char* name, const char* program, T* out) {
+  if constexpr (std::is_same_v<T, bool>) {
+    int r = PyObject_IsTrue(obj);
+    if (r < 0) return false;
+    *out = r != 0;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    double d = PyFloat_AsDouble(obj);
+    if (d == -1.0 && PyErr_Occurred()) return false;
+    *out = static_cast<T>(d);
+  } else {
+    PyObject* idx = PyNumber_Index(obj);
+    if (!idx) return fail("%s: scalar argument '%s' is not an integer", program, name);
+    long long x = PyLong_AsLongLong(idx);
+    Py_DECREF(idx);
+    if (x == -1 && PyErr_Occurred()) return false;
+    *out = static_cast<T>(x);
+  }
+  return true;
+}
+
+inline bool get_table(CallScope& scope, PyObject* offset_provider, const char* tag, Py_ssize_t itemsize,
+                      const char* program, View* v) {
+  if (!offset_provider || !PyDict_Check(offset_provider))
+    return fail("%s: offset_provider must be a dict", program);
+  PyObject* conn = PyDict_GetItemString(offset_provider, tag);
+  if (!conn) return fail("%s: offset_provider lacks connectivity '%s'", program, tag);
+  return get_view(scope, conn, tag, 2, itemsize, program, v);
+}
+
+// The field must hold [lo, hi) along dimension d (skipped for an empty range).
+inline bool require(const View& v, int d, long lo, long hi, const char* field, const char* dim,
+                    const char* kernel) {
+  if (lo >= hi) return true;
+  if (lo < v.start[d] || hi > v.stop[d])
+    return fail("%s: field '%s' covers %s [%ld, %ld) but the kernel accesses [%ld, %ld)", kernel, field, dim,
+                v.start[d], v.stop[d], lo, hi);
+  return true;
+}
+
+inline bool no_alias(const View& written, const View& other, const char* wname, const char* oname,
+                     const char* kernel) {
+  if (written.lo < other.hi && other.lo < written.hi)
+    return fail("%s: field '%s' is written while its memory is also passed as '%s'; pass distinct fields",
+                kernel, wname, oname);
+  return true;
+}
+
+// A temporary: one buffer per program, grown on demand, reused across calls.
+struct TempBuffer {
+  std::vector<double> storage;  // double-aligned raw storage
+  View view(long h0, long h1, long k0, long k1, bool has_h, bool has_k, Py_ssize_t itemsize) {
+    long nh = has_h ? std::max(0L, h1 - h0) : 1, nk = has_k ? std::max(0L, k1 - k0) : 1;
+    size_t bytes = size_t(nh) * size_t(nk) * itemsize;
+    if (storage.size() * sizeof(double) < bytes) storage.resize(bytes / sizeof(double) + 1);
+    View v;
+    char* data = reinterpret_cast<char*>(storage.data());
+    int d = 0;
+    long off = 0;
+    if (has_h) { v.s[d] = nk; v.start[d] = h0; v.stop[d] = h1; off += h0 * nk; ++d; }
+    if (has_k) { v.s[d] = 1; v.start[d] = k0; v.stop[d] = k1; off += k0; ++d; }
+    v.base = data - off * itemsize;
+    v.lo = data;
+    v.hi = data + bytes;
+    return v;
+  }
+};
+
+template <class T> inline T floordiv(T a, T b) {
+  T q = a / b;
+  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+}  // namespace icf
+
+#define icf_floordiv icf::floordiv

@@ -1,0 +1,171 @@
+"""The GT4Py executor: GTIR -> GT4Py's passes -> kernel IR -> source -> build -> loadable artifact.
+
+Each stage is a plain function of the previous stage's value; `translate` is cached on disk
+because GT4Py's passes take seconds to minutes. The executor and the artifact are frozen,
+picklable dataclasses, as GT4Py's worker-process build mode requires.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.machinery
+import importlib.util
+import pathlib
+import pickle
+import time
+from typing import Any
+
+from gt4py.next import common
+from gt4py.next.iterator import ir as itir
+from gt4py.next.iterator.transforms import pass_manager
+from gt4py.next.otf import definitions, stages
+
+import icoforge
+from icoforge.backend import hoist, ir, lower
+from icoforge.cache import atomic_write_bytes, cache_dir, file_lock
+from icoforge.errors import IcoforgeError
+
+BACKEND_SOURCE_DIR = pathlib.Path(__file__).parent
+
+
+def _source_digest() -> str:
+    """Everything that changes what a translation produces: our own lowering code."""
+    h = hashlib.sha256(icoforge.__version__.encode())
+    for p in sorted(BACKEND_SOURCE_DIR.glob("*.py")):
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def gt4py_passes(program: itir.Program, offset_provider: common.OffsetProvider) -> itir.Program:
+    """GT4Py's own transformations, configured as its gtfn backend configures them."""
+    return pass_manager.apply_common_transforms(
+        program, extract_temporaries=True, unroll_reduce=True, offset_provider=offset_provider
+    )
+
+
+def translation_key(inp: definitions.CompilableProgramDef) -> str:
+    """Program fingerprint (GTIR incl. static args and static domains), argument types,
+    connectivity types (skip values, max neighbours) and our lowering code."""
+    fp = stages.compilable_program_fingerprinter(inp)
+    op_type = common.offset_provider_to_type(inp.args.offset_provider)
+    return hashlib.sha256(
+        "\0".join([fp, repr(sorted((k, repr(v)) for k, v in op_type.items())), _source_digest()]).encode()
+    ).hexdigest()[:32]
+
+
+@dataclasses.dataclass(frozen=True)
+class Translation:
+    program: ir.ProgramIR
+    passes_seconds: float
+    lower_seconds: float
+
+
+def translate_uncached(inp: definitions.CompilableProgramDef) -> Translation:
+    t0 = time.perf_counter()
+    transformed = gt4py_passes(inp.data, inp.args.offset_provider)
+    t1 = time.perf_counter()
+    op_type = common.offset_provider_to_type(inp.args.offset_provider)
+    prog = lower.lower_program(transformed, inp.args.args, op_type)
+    prog = hoist.hoist_program(prog)
+    return Translation(prog, t1 - t0, time.perf_counter() - t1)
+
+
+_MAGIC = b"icoforge-translation-v1\n"
+
+
+def translate(inp: definitions.CompilableProgramDef, use_cache: bool = True) -> tuple[Translation, bool]:
+    """(translation, cache_hit). Cache entries carry a checksum; a corrupt one is rebuilt."""
+    if not use_cache:
+        return translate_uncached(inp), False
+    key = translation_key(inp)
+    path = cache_dir("translations") / f"{inp.data.id}-{key}.pkl"
+    cached = _read_checked(path)
+    if cached is not None:
+        return cached, True
+    with file_lock(path.with_suffix(".lock")):
+        cached = _read_checked(path)
+        if cached is not None:
+            return cached, True
+        tr = translate_uncached(inp)
+        payload = pickle.dumps(tr)
+        atomic_write_bytes(path, _MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+    return tr, False
+
+
+def _read_checked(path: pathlib.Path) -> Translation | None:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    if not data.startswith(_MAGIC):
+        return None
+    rest = data[len(_MAGIC) :]
+    digest, _, payload = rest.partition(b"\n")
+    if hashlib.sha256(payload).hexdigest().encode() != digest:
+        return None
+    try:
+        return pickle.loads(payload)
+    except Exception:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU artifact
+
+
+def module_name_for(program: ir.ProgramIR) -> str:
+    digest = hashlib.sha256(str(program).encode()).hexdigest()[:10]
+    return f"icf_{lower._short_program_name(program.name)}_{digest}"
+
+
+@dataclasses.dataclass(frozen=True)
+class CPUArtifact:
+    """A built extension module; `load()` gives GT4Py's callable."""
+
+    module_path: str
+    module_name: str
+    program_name: str
+    timings: tuple[tuple[str, float], ...] = ()
+
+    def load(self) -> stages.ExecutableProgram:
+        loader = importlib.machinery.ExtensionFileLoader(self.module_name, self.module_path)
+        spec = importlib.util.spec_from_file_location(self.module_name, self.module_path, loader=loader)
+        mod = importlib.util.module_from_spec(spec)
+        loader.exec_module(mod)
+        mod.set_error_class(IcoforgeError)
+        run = mod.run
+
+        def program(*args: Any, offset_provider: common.OffsetProvider, out: Any = None, **kwargs: Any) -> None:
+            if out is not None:
+                args = (*args, out)
+            if kwargs:
+                raise IcoforgeError(f"{self.program_name}: unexpected keyword arguments {sorted(kwargs)}")
+            run(*args, offset_provider)
+
+        program.icoforge_artifact = self  # type: ignore[attr-defined]
+        return program
+
+
+@dataclasses.dataclass(frozen=True)
+class CPUExecutor:
+    """GT4Py executor for the C++/OpenMP target."""
+
+    use_translation_cache: bool = True
+
+    def __call__(self, inp: definitions.CompilableProgramDef) -> CPUArtifact:
+        from icoforge.backend.build import build_cpu_module
+        from icoforge.backend.codegen.cpp import render_program_cpp
+
+        t0 = time.perf_counter()
+        tr, hit = translate(inp, self.use_translation_cache)
+        t1 = time.perf_counter()
+        name = module_name_for(tr.program)
+        source = render_program_cpp(tr.program, name)
+        so, build_s = build_cpu_module(source, name)
+        return CPUArtifact(
+            str(so),
+            name,
+            tr.program.name,
+            (("translate", t1 - t0), ("translation_cache_hit", float(hit)), ("build", build_s)),
+        )
