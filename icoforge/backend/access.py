@@ -47,8 +47,32 @@ def classify(e: ir.Expr, defs: dict[str, ir.Expr]) -> Access | None:
     return None  # data-dependent index: not checked statically
 
 
-def kernel_accesses(kernel: ir.Kernel, program: ir.ProgramIR) -> dict[tuple[str, int], Access]:
-    """(field, dimension position) -> merged access, for every field read or written."""
+def _unconditional_exprs(kernel: ir.Kernel):
+    """Expressions evaluated for every point: not under an `If` branch or a `Select` arm
+    (GT4Py guards out-of-range neighbours and levels with those, lazily)."""
+
+    def walk(e: ir.Expr):
+        yield e
+        children = (e.cond,) if isinstance(e, ir.Select) else e.children()
+        for c in children:
+            yield from walk(c)
+
+    for s in kernel.all_stmts():
+        if isinstance(s, (ir.Let, ir.Store)):
+            yield from walk(s.value)
+        elif isinstance(s, ir.If):
+            yield from walk(s.cond)
+    for st in kernel.state:
+        yield from walk(st.init)
+
+
+def kernel_accesses(
+    kernel: ir.Kernel, program: ir.ProgramIR, unconditional_only: bool = False
+) -> dict[tuple[str, int], Access]:
+    """(field, dimension position) -> merged access, for every field read or written.
+
+    With `unconditional_only`, reads that happen only under a condition are left out: those are
+    what run-time bounds checks may demand, since a guarded read never happens out of range."""
     defs = {s.var.name: s.value for s in ir.walk_stmts(kernel.all_stmts()) if isinstance(s, ir.Let) and not s.declared}
     kinds = dict(program.dim_kinds)
     out: dict[tuple[str, int], Access] = {}
@@ -57,12 +81,15 @@ def kernel_accesses(kernel: ir.Kernel, program: ir.ProgramIR) -> dict[tuple[str,
         if acc is None:
             return
         old = out.get(key)
-        if old is None or old.kind != acc.kind:
-            out[key] = acc if old is None or acc.kind in ("table",) else old
-        else:
+        if old is None:
+            out[key] = acc
+        elif old.kind == acc.kind:
             out[key] = Access(acc.kind, min(old.lo, acc.lo), max(old.hi, acc.hi), acc.table or old.table)
+        elif acc.kind == "table":  # a neighbour access needs more of the field than a direct one
+            out[key] = acc
 
-    for e in kernel.exprs():
+    exprs = _unconditional_exprs(kernel) if unconditional_only else kernel.exprs()
+    for e in exprs:
         if isinstance(e, ir.Load):
             dims = program.field(e.field).dims
             for d, idx in enumerate(e.index):

@@ -684,12 +684,14 @@ def _unflatten(template: Value, flat) -> Value:
 
 
 def _short_program_name(name: str) -> str:
-    """Stable, short kernel-name prefix: initials of the words plus a few letters (profilers
-    truncate long names; this keeps `vertically_implicit_solver_at_predictor_step` readable)."""
-    words = [w for w in name.split("_") if w]
-    if len(name) <= 24:
+    """Stable, short kernel-name prefix. Profilers truncate or choke on long names, so names over
+    32 characters keep the first four letters of each word and drop filler words:
+    `vertically_implicit_solver_at_predictor_step` -> `vert_impl_solv_pred_step`."""
+    if len(name) <= 32:
         return name
-    return "".join(w[0] for w in words)[:12] + "_" + words[-1][:8]
+    filler = {"at", "of", "and", "the", "for", "to", "in", "on", "from", "with"}
+    words = [w[:4] for w in name.split("_") if w and w not in filler]
+    return "_".join(words)[:40].rstrip("_")
 
 
 def lower_program(program: itir.Program, arg_types, offset_provider_type) -> ir.ProgramIR:

@@ -42,6 +42,20 @@ MATH_FUNCS = {
 }  # fmt: skip
 
 
+# Device code avoids <cstdint> (NVRTC and hiprtc have no standard headers by default).
+DEVICE_TYPES = {
+    **C_TYPES,
+    "int8": "signed char",
+    "uint8": "unsigned char",
+    "int16": "short",
+    "uint16": "unsigned short",
+    "int32": "int",
+    "uint32": "unsigned int",
+    "int64": "long long",
+    "uint64": "unsigned long long",
+}
+
+
 def ctype(dtype: str) -> str:
     return C_TYPES[dtype]
 
@@ -57,9 +71,14 @@ class ExprRenderer:
     `std_prefix` is "std::" on the host and "" on devices (CUDA's math functions are global).
     """
 
-    def __init__(self, std_prefix: str = "std::", index_type: str = "long"):
+    def __init__(self, std_prefix: str = "std::", index_type: str = "long", device: bool = False):
         self.std = std_prefix
         self.index_type = index_type
+        self.device = device
+        self.types = DEVICE_TYPES if device else C_TYPES
+
+    def ctype(self, dtype: str) -> str:
+        return self.types[dtype]
 
     def __call__(self, e: ir.Expr) -> str:
         return self.render(e)
@@ -83,7 +102,7 @@ class ExprRenderer:
             return s + ("f" if e.dtype == "float32" else "")
         s = str(int(v))
         if e.dtype in ("int64", "uint64"):
-            s = f"{ctype(e.dtype)}({s})"
+            s = f"({self.ctype(e.dtype)})({s})"
         return f"({s})" if v < 0 else s
 
     def r_Param(self, e: ir.Param) -> str:
@@ -136,21 +155,25 @@ class ExprRenderer:
     def r_Call(self, e: ir.Call) -> str:
         args = [self.render(a) for a in e.args]
         if e.fn in ("minimum", "maximum"):
-            t = ctype(e.dtype)
+            t = self.ctype(e.dtype)
             a, b = (a if x.dtype == e.dtype else f"static_cast<{t}>({a})" for a, x in zip(args, e.args))
-            return f"{self.std}{'min' if e.fn == 'minimum' else 'max'}({a}, {b})"
+            # std::min/max semantics (NaN handling included) on every target
+            fn = f"{self.std}{'min' if e.fn == 'minimum' else 'max'}" if not self.device else f"icf_{e.fn[:3]}"
+            return f"{fn}({a}, {b})"
         if e.fn == "floordiv":
             a, b = args
             if e.dtype in ir.FLOAT_DTYPES:
                 return f"{self.std}floor({a} / {b})"
             return f"icf_floordiv({a}, {b})"
+        if e.fn == "abs" and self.device:
+            return f"{'fabs' if e.dtype in ir.FLOAT_DTYPES else 'abs'}({args[0]})"
         if e.fn == "power" and e.dtype in ir.FLOAT_DTYPES:
-            t = ctype(e.dtype)
+            t = self.ctype(e.dtype)
             args = [a if x.dtype == e.dtype else f"static_cast<{t}>({a})" for a, x in zip(args, e.args)]
         return f"{self.std}{MATH_FUNCS[e.fn]}({', '.join(args)})"
 
     def r_Cast(self, e: ir.Cast) -> str:
-        return f"static_cast<{ctype(e.dtype)}>({self.render(e.arg)})"
+        return f"static_cast<{self.ctype(e.dtype)}>({self.render(e.arg)})"
 
     def r_Select(self, e: ir.Select) -> str:
         return f"({self.render(e.cond)} ? {self.render(e.a)} : {self.render(e.b)})"
@@ -168,9 +191,9 @@ def render_stmts(stmts: tuple[ir.Stmt, ...], r: ExprRenderer, indent: str, store
             if s.declared:
                 out.append(f"{indent}{cname(s.var.name)} = {r(s.value)};")
             else:
-                out.append(f"{indent}const {ctype(s.var.dtype)} {cname(s.var.name)} = {r(s.value)};")
+                out.append(f"{indent}const {r.ctype(s.var.dtype)} {cname(s.var.name)} = {r(s.value)};")
         elif isinstance(s, ir.Declare):
-            out.append(f"{indent}{ctype(s.var.dtype)} {cname(s.var.name)};")
+            out.append(f"{indent}{r.ctype(s.var.dtype)} {cname(s.var.name)};")
         elif isinstance(s, ir.Store):
             out.append(f"{indent}{store(s.field, r(s.value))}")
         elif isinstance(s, ir.If):

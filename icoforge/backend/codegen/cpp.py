@@ -109,7 +109,7 @@ def render_host_checks(k: ir.Kernel, program: ir.ProgramIR, indent: str) -> list
     lines: list[str] = []
     dim_sizes = _dim_size_exprs(program)
     tables = {t.name: t for t in program.tables}
-    for (field, d), acc in kernel_accesses(k, program).items():
+    for (field, d), acc in kernel_accesses(k, program, unconditional_only=True).items():
         dim = program.field(field).dims[d]
         c = cname(field)
         rng = None
@@ -130,12 +130,11 @@ def render_host_checks(k: ir.Kernel, program: ir.ProgramIR, indent: str) -> list
         if tb.source_dim == k.domain.hdim:
             lines.append(f'{indent}if (!icf::require(a.{cname(t)}, 0, h0, h1, "{t}", "{tb.source_dim}", "{k.name}")) return nullptr;')
     views = _views_of_kernel(k, program)
-    for w, written in views:
-        if not written:
-            continue
-        for o, _ in views:
-            if o != w:
-                lines.append(f'{indent}if (!icf::no_alias(a.{cname(w)}, a.{cname(o)}, "{w}", "{o}", "{k.name}")) return nullptr;')
+    written = [w for w, is_written in views if is_written]
+    if written and len(views) > 1:
+        ws = ", ".join(f"{{&a.{cname(w)}, \"{w}\"}}" for w in written)
+        alls = ", ".join(f"{{&a.{cname(v)}, \"{v}\"}}" for v, _ in views)
+        lines.append(f'{indent}if (!icf::no_alias({{{ws}}}, {{{alls}}}, "{k.name}")) return nullptr;')
     return lines
 
 

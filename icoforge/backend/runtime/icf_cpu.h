@@ -8,7 +8,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdarg>
 #include <cstring>
+#include <initializer_list>
+#include <type_traits>
 #include <vector>
 
 namespace icf {
@@ -128,11 +131,19 @@ inline bool require(const View& v, int d, long lo, long hi, const char* field, c
   return true;
 }
 
-inline bool no_alias(const View& written, const View& other, const char* wname, const char* oname,
-                     const char* kernel) {
-  if (written.lo < other.hi && other.lo < written.hi)
-    return fail("%s: field '%s' is written while its memory is also passed as '%s'; pass distinct fields",
-                kernel, wname, oname);
+struct Named {
+  const View* view;
+  const char* name;
+};
+
+// Kernels declare every pointer __restrict__: refuse a call where a written field shares memory
+// with another field of the same kernel (the same field read and written under one name is fine).
+inline bool no_alias(std::initializer_list<Named> written, std::initializer_list<Named> all, const char* kernel) {
+  for (const Named& w : written)
+    for (const Named& o : all)
+      if (w.view != o.view && w.view->lo < o.view->hi && o.view->lo < w.view->hi)
+        return fail("%s: field '%s' is written while its memory is also passed as '%s'; pass distinct fields",
+                    kernel, w.name, o.name);
   return true;
 }
 

@@ -1,0 +1,175 @@
+"""GPU targets (CUDA, HIP) through CuPy: NVRTC/hiprtc builds, CuPy arrays, a persistent
+temporary pool and a generated host launch plan.
+
+CuPy caches compiled modules on disk keyed by source, options, architecture and toolkit version,
+so a program compiles once per machine. Temporaries live in a pool owned by the loaded program and
+are reused across calls (no allocation per call once sizes are known).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import numpy as np
+from gt4py._core import definitions as core_defs
+from gt4py.next import common
+from gt4py.next.otf import definitions, stages
+
+from icoforge.backend import ir
+from icoforge.backend.codegen.cuda import render_host_plan, render_module_gpu
+from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+from icoforge.backend.workflow import translate
+from icoforge.errors import IcoforgeError
+
+
+def cupy_vendor() -> str | None:
+    """"cuda" or "hip" for the CuPy build importable here, None without CuPy or a device."""
+    try:
+        import cupy as cp
+
+        if cp.cuda.runtime.getDeviceCount() < 1:
+            return None
+        return "hip" if cp.cuda.runtime.is_hip else "cuda"
+    except Exception:
+        return None
+
+
+class Runtime:
+    """What a host plan needs at call time: argument views, the temporary pool, launches."""
+
+    def __init__(self, program_name: str):
+        import cupy as cp
+
+        self.cp = cp
+        self.program = program_name
+        self.pool: dict[str, Any] = {}
+        self.stream = None  # None: CuPy's current stream
+
+    def view(self, field: Any, ndim: int, dtype: type) -> tuple:
+        arr = getattr(field, "ndarray", field)
+        if not isinstance(arr, self.cp.ndarray):
+            raise IcoforgeError(f"{self.program}: a GPU program got a non-CuPy field ({type(arr).__name__})")
+        if arr.ndim != ndim or arr.dtype != dtype:
+            raise IcoforgeError(
+                f"{self.program}: field of shape {arr.shape} and dtype {arr.dtype}, expected {ndim} dims of {np.dtype(dtype)}"
+            )
+        origin = getattr(field, "__gt_origin__", (0,) * ndim)
+        item = arr.itemsize
+        ptr = arr.data.ptr + sum(o * s for o, s in zip(origin, arr.strides))
+        return (np.uint64(ptr), *(np.int64(s // item) for s in arr.strides))
+
+    def table(self, offset_provider: dict, tag: str) -> tuple:
+        if tag not in offset_provider:
+            raise IcoforgeError(f"{self.program}: offset_provider lacks connectivity {tag!r}")
+        conn = offset_provider[tag]
+        arr = conn.ndarray
+        return self.view(conn, 2, arr.dtype.type)
+
+    def temporary(self, name: str, hr: tuple[int, int] | None, kr: tuple[int, int] | None, dtype: type) -> tuple:
+        h0, h1 = (int(hr[0]), int(hr[1])) if hr else (0, 1)
+        k0, k1 = (int(kr[0]), int(kr[1])) if kr else (0, 1)
+        nh, nk = max(h1 - h0, 0), max(k1 - k0, 0)
+        buf = self.pool.get(name)
+        if buf is None or buf.size < nh * nk or buf.dtype != dtype:
+            buf = self.cp.empty(max(nh * nk, 1), dtype=dtype)
+            self.pool[name] = buf
+        item = buf.itemsize
+        # horizontal unit stride: element (i, k) at (k - k0) * nh + (i - h0)
+        strides = []
+        offset = 0
+        if hr:
+            strides.append(1)
+            offset += h0
+        if kr:
+            strides.append(nh)
+            offset += k0 * nh
+        ptr = buf.data.ptr - offset * item
+        return (np.uint64(ptr), *(np.int64(s) for s in strides))
+
+    def launch(self, kernel: Any, grid: tuple, block: tuple, args: tuple) -> None:
+        kernel(grid, block, args)
+
+
+@dataclasses.dataclass(frozen=True)
+class GPUArtifact:
+    program_name: str
+    vendor: str
+    module_source: str
+    host_plan: str
+    kernel_names: tuple[str, ...]
+    options: tuple[str, ...]
+    timings: tuple[tuple[str, float], ...] = ()
+
+    def load(self) -> stages.ExecutableProgram:
+        import cupy as cp
+
+        t0 = time.perf_counter()
+        module = cp.RawModule(code=self.module_source, options=self.options, name_expressions=None)
+        kernels = {n: module.get_function(n) for n in self.kernel_names}
+        namespace: dict[str, Any] = {}
+        exec(compile(self.host_plan, f"<icoforge host plan {self.program_name}>", "exec"), namespace)
+        launch = namespace["launch"]
+        rt = Runtime(self.program_name)
+
+        def program(*args: Any, offset_provider: common.OffsetProvider, out: Any = None, **kwargs: Any) -> None:
+            if out is not None:
+                args = (*args, out)
+            launch(args, offset_provider, kernels, rt)
+
+        program.icoforge_artifact = self  # type: ignore[attr-defined]
+        program.icoforge_runtime = rt  # type: ignore[attr-defined]
+        program.icoforge_load_seconds = time.perf_counter() - t0  # type: ignore[attr-defined]
+        return program
+
+
+def nvrtc_options(vendor: str) -> tuple[str, ...]:
+    return ("-std=c++17",) if vendor == "cuda" else ("-std=c++17",)
+
+
+@dataclasses.dataclass(frozen=True)
+class GPUExecutor:
+    vendor: str
+    schedule: ProgramSchedule = ProgramSchedule()
+
+    def __call__(self, inp: definitions.CompilableProgramDef) -> GPUArtifact:
+        t0 = time.perf_counter()
+        tr, hit = translate(inp)
+        program = tr.program
+        return gpu_artifact(program, self.vendor, self.schedule, (("translate", time.perf_counter() - t0),))
+
+
+def gpu_artifact(program: ir.ProgramIR, vendor: str, schedule: ProgramSchedule, timings=()) -> GPUArtifact:
+    for k in program.kernels():
+        schedule.for_kernel(k.name).validate(f"schedule of {k.name}")
+    return GPUArtifact(
+        program_name=program.name,
+        vendor=vendor,
+        module_source=render_module_gpu(program, schedule, vendor),
+        host_plan=render_host_plan(program, schedule),
+        kernel_names=tuple(k.name for k in program.kernels()),
+        options=nvrtc_options(vendor),
+        timings=tuple(timings),
+    )
+
+
+def make_gpu_backend(target: str, schedule: ProgramSchedule | None = None):
+    from gt4py.next import backend as gt_backend
+    from gt4py.next import custom_layout_allocators as allocators
+
+    vendor = target
+    if target == "gpu":
+        vendor = cupy_vendor()
+        if vendor is None:
+            raise IcoforgeError("backend 'gpu': CuPy finds no CUDA or ROCm device here")
+    schedule = schedule or ProgramSchedule(default=VENDOR_DEFAULTS[vendor])
+    return gt_backend.Backend(
+        name=f"icoforge_{vendor}",
+        executor=GPUExecutor(vendor, schedule),
+        allocator=allocators.StandardGPUFieldBufferAllocator(),
+        transforms=gt_backend.DEFAULT_TRANSFORMS,
+    )
+
+
+__all__ = ["GPUArtifact", "GPUExecutor", "Runtime", "cupy_vendor", "gpu_artifact", "make_gpu_backend", "core_defs"]
