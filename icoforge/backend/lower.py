@@ -49,7 +49,14 @@ class TupleArg:
     items: tuple["ArgValue", ...]
 
 
-ArgValue = Union[FieldArg, ScalarArg, TupleArg]
+@dataclass(frozen=True)
+class IndexArg:
+    """`index(dim)` passed to a stencil: derefs to the iterator's position along `dim`."""
+
+    dim: str
+
+
+ArgValue = Union[FieldArg, ScalarArg, TupleArg, IndexArg]
 
 
 @dataclass(frozen=True)
@@ -293,6 +300,11 @@ class StencilLowering:
         if isinstance(arg, TupleArg):
             return TupleV(tuple(self._deref_arg(a, it) for a in arg.items))
         pos = dict(it.pos)
+        if isinstance(arg, IndexArg):
+            if arg.dim not in pos:
+                raise self.fail(f"index({arg.dim}) dereferenced at a position without {arg.dim}")
+            idx = pos[arg.dim]
+            return idx if idx.dtype == "int32" else ir.Cast(idx, "int32")
         local_dims = [d for d in arg.dims if self.program.dim_kind(d) == "local"]
         if len(local_dims) > 1:
             raise self.fail(f"field {arg.name} with several local dimensions")
@@ -597,6 +609,8 @@ class ProgramLowering:
             v = self.arg_value(tup, sl)
             if isinstance(v, TupleArg):
                 return v.items[int(idx.value)]
+        if isinstance(node, itir.FunCall) and getattr(node.fun, "id", None) == "index":
+            return IndexArg(node.args[0].value)
         if isinstance(node, itir.FunCall) and getattr(node.fun, "id", None) == "as_fieldop":
             raise UnsupportedConstructError(
                 f"program {self.name!r}: nested as_fieldop as an argument (temporaries were not extracted)"

@@ -21,21 +21,9 @@ from gt4py.next.iterator import ir as itir
 from gt4py.next.iterator.transforms import pass_manager
 from gt4py.next.otf import definitions, stages
 
-import icoforge
 from icoforge.backend import hoist, ir, lower
 from icoforge.cache import atomic_write_bytes, cache_dir, file_lock
 from icoforge.errors import IcoforgeError
-
-BACKEND_SOURCE_DIR = pathlib.Path(__file__).parent
-
-
-def _source_digest() -> str:
-    """Everything that changes what a translation produces: our own lowering code."""
-    h = hashlib.sha256(icoforge.__version__.encode())
-    for p in sorted(BACKEND_SOURCE_DIR.glob("*.py")):
-        h.update(p.read_bytes())
-    return h.hexdigest()
-
 
 def gt4py_passes(program: itir.Program, offset_provider: common.OffsetProvider) -> itir.Program:
     """GT4Py's own transformations, configured as its gtfn backend configures them."""
@@ -44,42 +32,45 @@ def gt4py_passes(program: itir.Program, offset_provider: common.OffsetProvider) 
     )
 
 
-def translation_key(inp: definitions.CompilableProgramDef) -> str:
-    """Program fingerprint (GTIR incl. static args and static domains), argument types,
-    connectivity types (skip values, max neighbours) and our lowering code."""
+def passes_key(inp: definitions.CompilableProgramDef) -> str:
+    """What GT4Py's passes depend on: the program fingerprint (GTIR incl. static args and static
+    domains), argument types, connectivity types (skip values, max neighbours), the table sizes
+    (the passes bake grid sizes into temporaries' domains) and GT4Py itself."""
+    import gt4py
+
     fp = stages.compilable_program_fingerprinter(inp)
     op_type = common.offset_provider_to_type(inp.args.offset_provider)
-    return hashlib.sha256(
-        "\0".join([fp, repr(sorted((k, repr(v)) for k, v in op_type.items())), _source_digest()]).encode()
-    ).hexdigest()[:32]
+    sizes = sorted((k, tuple(getattr(v, "shape", ()))) for k, v in inp.args.offset_provider.items())
+    parts = [fp, repr(sorted((k, repr(v)) for k, v in op_type.items())), repr(sizes), gt4py.__version__, "passes-v1"]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
 
 @dataclasses.dataclass(frozen=True)
 class Translation:
     program: ir.ProgramIR
-    passes_seconds: float
+    passes_seconds: float  # 0.0 when GT4Py's passes came from the cache
     lower_seconds: float
+    passes_cached: bool
 
 
-def translate_uncached(inp: definitions.CompilableProgramDef) -> Translation:
+def translate(inp: definitions.CompilableProgramDef, use_cache: bool = True) -> tuple[Translation, bool]:
+    """GT4Py's passes (cached on disk: seconds to minutes) then our lowering (milliseconds, so it
+    is redone on every build and a change to the lowering never serves a stale translation)."""
     t0 = time.perf_counter()
-    transformed = gt4py_passes(inp.data, inp.args.offset_provider)
+    transformed, hit = cached_passes(inp) if use_cache else (gt4py_passes(inp.data, inp.args.offset_provider), False)
     t1 = time.perf_counter()
     op_type = common.offset_provider_to_type(inp.args.offset_provider)
     prog = lower.lower_program(transformed, inp.args.args, op_type)
     prog = hoist.hoist_program(prog)
-    return Translation(prog, t1 - t0, time.perf_counter() - t1)
+    return Translation(prog, 0.0 if hit else t1 - t0, time.perf_counter() - t1, hit), hit
 
 
-_MAGIC = b"icoforge-translation-v1\n"
+_MAGIC = b"icoforge-gtir-v1\n"
 
 
-def translate(inp: definitions.CompilableProgramDef, use_cache: bool = True) -> tuple[Translation, bool]:
-    """(translation, cache_hit). Cache entries carry a checksum; a corrupt one is rebuilt."""
-    if not use_cache:
-        return translate_uncached(inp), False
-    key = translation_key(inp)
-    path = cache_dir("translations") / f"{inp.data.id}-{key}.pkl"
+def cached_passes(inp: definitions.CompilableProgramDef) -> tuple[itir.Program, bool]:
+    """(transformed GTIR, cache hit). Entries carry a checksum; a corrupt one is recomputed."""
+    path = cache_dir("gt4py-passes") / f"{inp.data.id}-{passes_key(inp)}.pkl"
     cached = _read_checked(path)
     if cached is not None:
         return cached, True
@@ -87,21 +78,20 @@ def translate(inp: definitions.CompilableProgramDef, use_cache: bool = True) -> 
         cached = _read_checked(path)
         if cached is not None:
             return cached, True
-        tr = translate_uncached(inp)
-        payload = pickle.dumps(tr)
+        transformed = gt4py_passes(inp.data, inp.args.offset_provider)
+        payload = pickle.dumps(transformed)
         atomic_write_bytes(path, _MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
-    return tr, False
+    return transformed, False
 
 
-def _read_checked(path: pathlib.Path) -> Translation | None:
+def _read_checked(path: pathlib.Path) -> itir.Program | None:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return None
     if not data.startswith(_MAGIC):
         return None
-    rest = data[len(_MAGIC) :]
-    digest, _, payload = rest.partition(b"\n")
+    digest, _, payload = data[len(_MAGIC) :].partition(b"\n")
     if hashlib.sha256(payload).hexdigest().encode() != digest:
         return None
     try:
