@@ -60,6 +60,11 @@ class Runtime:
         ptr = arr.data.ptr + sum(o * s for o, s in zip(origin, arr.strides))
         return (np.uint64(ptr), *(np.int64(s // item) for s in arr.strides))
 
+    @staticmethod
+    def bound(field: Any, axis: int, stop: bool) -> int:
+        r = field.domain.ranges[axis]
+        return int(r.stop if stop else r.start)
+
     def table(self, offset_provider: dict, tag: str) -> tuple:
         if tag not in offset_provider:
             raise IcoforgeError(f"{self.program}: offset_provider lacks connectivity {tag!r}")

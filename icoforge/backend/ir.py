@@ -71,6 +71,7 @@ class FieldBound(Expr):
 
     field: str
     dim: str
+    axis: int  # position of `dim` among the field's dimensions
     stop: bool
     dtype: str = "int32"
 
@@ -451,6 +452,9 @@ class ProgramIR:
     tables: tuple[TableInfo, ...]
     steps: tuple[Step, ...]
     dim_kinds: tuple[tuple[str, str], ...] = ()  # dim name -> horizontal | vertical | local
+    # a connectivity whose row count gives each horizontal dimension's size at run time (for
+    # bounds checks of neighbour accesses); any offset-provider entry will do, used or not
+    dim_size_tables: tuple[tuple[str, str], ...] = ()
 
     def kernels(self) -> list[Kernel]:
         out: list[Kernel] = []

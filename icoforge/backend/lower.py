@@ -89,6 +89,11 @@ class Offset:
 
 
 @dataclass(frozen=True)
+class Axis:
+    name: str
+
+
+@dataclass(frozen=True)
 class CartShift:
     dim: str
 
@@ -227,6 +232,8 @@ class StencilLowering:
             return Closure(tuple(str(p.id) for p in node.params), node.expr, env)
         if isinstance(node, itir.FunCall):
             return self.call(node, env)
+        if isinstance(node, itir.AxisLiteral):
+            return Axis(node.value)
         if isinstance(node, itir.InfinityLiteral):
             return ir.Const(float("inf") if node.name == "POSITIVE" else float("-inf"), "float64")
         raise self.fail(f"expression {type(node).__name__}: {node}")
@@ -339,6 +346,13 @@ class StencilLowering:
             return all_of(it.valid)
         if name == "make_tuple":
             return TupleV(tuple(args))
+        if name == "get_domain_range":  # (start, stop) of a field argument along an axis: host only
+            field, axis = node.args
+            fa = self.program.fields.get(str(getattr(field, "id", "")))
+            if fa is None or not isinstance(axis, itir.AxisLiteral) or axis.value not in fa.dims:
+                raise self.fail(f"get_domain_range({field}, {axis})")
+            pos = fa.dims.index(axis.value)
+            return TupleV(tuple(ir.FieldBound(fa.name, axis.value, pos, stop) for stop in (False, True)))
         if name == "tuple_get":
             idx, tup = args
             if not isinstance(tup, TupleV) or not isinstance(idx, ir.Const):
@@ -550,9 +564,6 @@ class ProgramLowering:
         raise UnsupportedConstructError(f"program {self.name!r}: domain expression {node}")
 
     def _bound(self, node: itir.Expr) -> ir.Expr:
-        if isinstance(node, itir.FunCall) and getattr(node.fun, "id", None) == "get_domain_range":
-            field, axis = node.args
-            raise UnsupportedConstructError(f"program {self.name!r}: get_domain_range({field}, {axis}) in a bound")
         e = self.host_expr(node)
         return e if e.dtype in ("int32", "int64") else ir.Cast(e, "int32")
 
@@ -578,7 +589,15 @@ class ProgramLowering:
             tables=tuple(self.tables.values()),
             steps=steps,
             dim_kinds=tuple(self.dims.items()),
+            dim_size_tables=self._dim_size_tables(),
         )
+
+    def _dim_size_tables(self) -> tuple[tuple[str, str], ...]:
+        out: dict[str, str] = {}
+        for tag, conn in sorted(self.offset_provider_type.items()):
+            if isinstance(conn, common.NeighborConnectivityType):
+                out.setdefault(conn.source_dim.value, tag)
+        return tuple(sorted(out.items()))
 
     def lower_stmts(self, stmts: list[itir.Stmt]) -> tuple[ir.Step, ...]:
         out: list[ir.Step] = []
@@ -597,6 +616,10 @@ class ProgramLowering:
             return [self.fields[str(node.id)]]
         if isinstance(node, itir.FunCall) and getattr(node.fun, "id", None) == "make_tuple":
             return [t for a in node.args for t in self._targets(a)]
+        if isinstance(node, itir.FunCall) and getattr(node.fun, "id", None) == "tuple_get":
+            idx, tup = node.args
+            if isinstance(tup, itir.FunCall) and getattr(tup.fun, "id", None) == "make_tuple":
+                return self._targets(tup.args[int(idx.value)])
         raise UnsupportedConstructError(f"program {self.name!r}: assignment target {node}")
 
     def arg_value(self, node: itir.Expr, sl: StencilLowering) -> ArgValue:

@@ -25,7 +25,7 @@ class HostRenderer(ExprRenderer):
         return f"a.{cname(e.name)}"
 
     def r_FieldBound(self, e: ir.FieldBound) -> str:
-        return f"a.{cname(e.field)}.{'stop' if e.stop else 'start'}[{e.dim}]"
+        return f"a.{cname(e.field)}.{'stop' if e.stop else 'start'}[{e.axis}]"
 
 
 def _views_of_kernel(k: ir.Kernel, program: ir.ProgramIR) -> list[tuple[str, bool]]:
@@ -99,10 +99,7 @@ def program_dim_kind(program: ir.ProgramIR, dim: str) -> str:
 
 def _dim_size_exprs(program: ir.ProgramIR) -> dict[str, str]:
     """Size of a horizontal dimension at run time: the row count of a table indexed by it."""
-    out: dict[str, str] = {}
-    for t in program.tables:
-        out.setdefault(t.source_dim, f"a.{cname(t.name)}.stop[0]")
-    return out
+    return {dim: f"size_{dim}" for dim, _ in program.dim_size_tables}
 
 
 def render_host_checks(k: ir.Kernel, program: ir.ProgramIR, indent: str) -> list[str]:
@@ -225,6 +222,8 @@ def render_program_cpp(program: ir.ProgramIR, module_name: str) -> str:
         lines.append(
             f'  if (!icf::get_table(scope, offset_provider, "{t.name}", {ITEMSIZE[t.dtype]}, P, &a.{cname(t.name)})) return nullptr;'
         )
+    for dim, tag in program.dim_size_tables:
+        lines.append(f'  const long size_{dim} = icf::table_rows(offset_provider, "{tag}");')
     hr = HostRenderer("std::")
     for t in program.temporaries:
         d = t.domain

@@ -152,6 +152,9 @@ class PyHostRenderer(ExprRenderer):
     def r_Const(self, e: ir.Const) -> str:
         return repr(e.value)
 
+    def r_FieldBound(self, e: ir.FieldBound) -> str:
+        return f"rt.bound({cname(e.field)}, {e.axis}, {e.stop})"
+
     def r_Binary(self, e: ir.Binary) -> str:
         ops = {"and_": "and", "or_": "or", "xor_": "!=", "divides": "/" if e.dtype in ir.FLOAT_DTYPES else "//"}
         op = ops.get(e.op, ir.BINARY_OPS[e.op])

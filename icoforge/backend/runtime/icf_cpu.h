@@ -121,10 +121,21 @@ inline bool get_table(CallScope& scope, PyObject* offset_provider, const char* t
   return get_view(scope, conn, tag, 2, itemsize, program, v);
 }
 
+// Row count of a connectivity (the size of its source dimension); -1 when unknown.
+inline long table_rows(PyObject* offset_provider, const char* tag) {
+  PyObject* conn = offset_provider && PyDict_Check(offset_provider) ? PyDict_GetItemString(offset_provider, tag) : nullptr;
+  if (!conn) return -1;
+  PyObject* shape = PyObject_GetAttrString(conn, "shape");
+  if (!shape) { PyErr_Clear(); return -1; }
+  long rows = PyTuple_Check(shape) && PyTuple_Size(shape) > 0 ? PyLong_AsLong(PyTuple_GetItem(shape, 0)) : -1;
+  Py_DECREF(shape);
+  return rows;
+}
+
 // The field must hold [lo, hi) along dimension d (skipped for an empty range).
 inline bool require(const View& v, int d, long lo, long hi, const char* field, const char* dim,
                     const char* kernel) {
-  if (lo >= hi) return true;
+  if (lo >= hi || hi < 0) return true;  // empty range, or a size that was not known
   if (lo < v.start[d] || hi > v.stop[d])
     return fail("%s: field '%s' covers %s [%ld, %ld) but the kernel accesses [%ld, %ld)", kernel, field, dim,
                 v.start[d], v.stop[d], lo, hi);

@@ -1,0 +1,254 @@
+"""Each construct the lowering handles, in a small GT4Py program of our own, checked against
+GT4Py's embedded backend on a real ICON grid (R2B3 with pentagons, so V2E has skip values).
+
+Outputs are poisoned with NaN before each run; whole arrays are compared; NaN never passes.
+"""
+
+from __future__ import annotations
+
+import gt4py.next as gtx
+import numpy as np
+import pytest
+from gt4py.next import abs, astype, broadcast, exp, max_over, neighbor_sum, sqrt, where  # noqa: A004
+from gt4py.next.experimental import concat_where
+from icon4py.model.common import dimension as dims
+from icon4py.model.common.dimension import C2E, V2E
+
+from icoforge.backend import make_backend
+from icoforge.errors import IcoforgeError
+
+CellDim, EdgeDim, VertexDim, KDim = dims.CellDim, dims.EdgeDim, dims.VertexDim, dims.KDim
+C2EDim, V2EDim = dims.C2EDim, dims.V2EDim
+f64 = gtx.float64
+
+
+# --- the programs -----------------------------------------------------------------------------
+
+
+@gtx.field_operator
+def _c2e_sum(e: gtx.Field[[EdgeDim, KDim], f64], w: gtx.Field[[CellDim, C2EDim], f64]) -> gtx.Field[[CellDim, KDim], f64]:
+    return neighbor_sum(w * e(C2E), axis=C2EDim)
+
+
+@gtx.program
+def c2e_sum(e: gtx.Field[[EdgeDim, KDim], f64], w: gtx.Field[[CellDim, C2EDim], f64], out: gtx.Field[[CellDim, KDim], f64]):
+    _c2e_sum(e, w, out=out)
+
+
+@gtx.field_operator
+def _v2e_max(e: gtx.Field[[EdgeDim, KDim], f64]) -> gtx.Field[[VertexDim, KDim], f64]:
+    # V2E has skip values at the 12 pentagon vertices
+    return max_over(e(V2E), axis=V2EDim) + neighbor_sum(e(V2E), axis=V2EDim)
+
+
+@gtx.program
+def v2e_max(e: gtx.Field[[EdgeDim, KDim], f64], out: gtx.Field[[VertexDim, KDim], f64]):
+    _v2e_max(e, out=out)
+
+
+@gtx.field_operator
+def _vertical_and_temporary(
+    a: gtx.Field[[CellDim, KDim], f64], c: gtx.Field[[CellDim], f64], e: gtx.Field[[EdgeDim, KDim], f64]
+) -> gtx.Field[[CellDim, KDim], f64]:
+    # a temporary (the C2E reduction is used twice), a level shift, a horizontal-only field, math
+    t = neighbor_sum(e(C2E), axis=C2EDim)
+    return t * a(KDim + 1) + sqrt(abs(c)) * t - a ** 2 + exp(-a)
+
+
+@gtx.program
+def vertical_and_temporary(
+    a: gtx.Field[[CellDim, KDim], f64], c: gtx.Field[[CellDim], f64], e: gtx.Field[[EdgeDim, KDim], f64],
+    out: gtx.Field[[CellDim, KDim], f64], nlev_minus_1: gtx.int32,
+):  # fmt: skip
+    _vertical_and_temporary(a, c, e, out=out, domain={CellDim: (0, 5120), KDim: (0, nlev_minus_1)})
+
+
+@gtx.field_operator
+def _branches(
+    a: gtx.Field[[CellDim, KDim], f64], mask: gtx.Field[[CellDim, KDim], bool], n: gtx.Field[[CellDim, KDim], gtx.int32],
+    k_split: gtx.int32,
+) -> tuple[gtx.Field[[CellDim, KDim], f64], gtx.Field[[CellDim, KDim], gtx.int32]]:
+    x = where(mask, a * 2.0, a - 1.0)
+    y = concat_where(KDim < k_split, x, x + a(KDim - 1))
+    return y, n * 3 + astype(mask, gtx.int32)
+
+
+@gtx.program
+def branches(
+    a: gtx.Field[[CellDim, KDim], f64], mask: gtx.Field[[CellDim, KDim], bool], n: gtx.Field[[CellDim, KDim], gtx.int32],
+    out_f: gtx.Field[[CellDim, KDim], f64], out_i: gtx.Field[[CellDim, KDim], gtx.int32], k_split: gtx.int32,
+):  # fmt: skip
+    _branches(a, mask, n, k_split, out=(out_f, out_i))
+
+
+@gtx.scan_operator(axis=KDim, forward=True, init=(0.0, 1.0))
+def _fwd(state: tuple[f64, f64], a: f64, b: f64) -> tuple[f64, f64]:
+    return state[0] * 0.5 + a, state[1] * b
+
+
+@gtx.scan_operator(axis=KDim, forward=False, init=0.0)
+def _bwd(state: f64, a: f64) -> f64:
+    return state + a
+
+
+@gtx.program
+def scans(
+    a: gtx.Field[[CellDim, KDim], f64], b: gtx.Field[[CellDim, KDim], f64],
+    o1: gtx.Field[[CellDim, KDim], f64], o2: gtx.Field[[CellDim, KDim], f64], o3: gtx.Field[[CellDim, KDim], f64],
+):  # fmt: skip
+    _fwd(a, b, out=(o1, o2))
+    _bwd(a, out=o3)
+
+
+@gtx.field_operator
+def _scaled(a: gtx.Field[[EdgeDim, KDim], f64], flag: bool, s: f64) -> gtx.Field[[EdgeDim, KDim], f64]:
+    # a scalar `if` in a field operator becomes a host-side IfStmt after GT4Py's passes
+    if flag:
+        r = a * s + broadcast(s, (EdgeDim, KDim))
+    else:
+        r = a * (s * 0.5 + 1.0)
+    return r
+
+
+@gtx.program
+def host_if(a: gtx.Field[[EdgeDim, KDim], f64], out: gtx.Field[[EdgeDim, KDim], f64], flag: bool, s: f64):
+    _scaled(a, flag, s, out=out)
+
+
+# --- harness ------------------------------------------------------------------------------------
+
+ICOFORGE = make_backend("cpu")
+
+
+def _field(dims_, shape, rng, dtype=np.float64):
+    if dtype == bool:
+        return gtx.as_field(dims_, rng.random(shape) < 0.5)
+    if np.issubdtype(dtype, np.integer):
+        return gtx.as_field(dims_, rng.integers(-50, 50, shape).astype(dtype))
+    return gtx.as_field(dims_, rng.random(shape) + 0.1)
+
+
+def _poisoned(dims_, shape, dtype=np.float64):
+    fill = np.nan if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
+    return gtx.as_field(dims_, np.full(shape, fill, dtype=dtype))
+
+
+def run_both(program, grid, make_args, outputs):
+    """Run with icoforge and embedded on the same fresh inputs; return [(ours, ref)] per output."""
+    results = []
+    for backend in (ICOFORGE, None):
+        rng = np.random.default_rng(1234)  # same inputs for both backends
+        args = make_args(rng)
+        program.with_backend(backend)(**args, offset_provider=grid.connectivities)
+        results.append([args[o].asnumpy().copy() for o in outputs])
+    return list(zip(*results))
+
+
+def assert_same(ours, ref, rtol=1e-12):
+    ref_written = ~np.isnan(ref) if ref.dtype.kind == "f" else ref != np.iinfo(ref.dtype).min
+    ours_written = ~np.isnan(ours) if ours.dtype.kind == "f" else ours != np.iinfo(ours.dtype).min
+    np.testing.assert_array_equal(ours_written, ref_written, err_msg="written points differ")
+    assert ref_written.any(), "reference wrote nothing: the test checks nothing"
+    np.testing.assert_allclose(ours[ref_written], ref[ref_written], rtol=rtol, atol=0)
+
+
+# --- tests ----------------------------------------------------------------------------------------
+
+
+def test_c2e_reduction_with_sparse_field(tiny_grid):
+    g, nk = tiny_grid, 10
+    pairs = run_both(
+        c2e_sum, g,
+        lambda r: dict(e=_field([EdgeDim, KDim], (g.num_edges, nk), r), w=_field([CellDim, C2EDim], (g.num_cells, 3), r),
+                       out=_poisoned([CellDim, KDim], (g.num_cells, nk))),
+        ["out"],
+    )  # fmt: skip
+    for ours, ref in pairs:
+        assert_same(ours, ref)
+
+
+def test_reduction_over_skip_values(tiny_grid):
+    g, nk = tiny_grid, 10
+    assert g.connectivities["V2E"].skip_value is not None
+    assert (g.connectivities["V2E"].asnumpy() == -1).any(), "grid has no pentagons: skip path untested"
+    pairs = run_both(
+        v2e_max, g,
+        lambda r: dict(e=_field([EdgeDim, KDim], (g.num_edges, nk), r), out=_poisoned([VertexDim, KDim], (g.num_vertices, nk))),
+        ["out"],
+    )  # fmt: skip
+    for ours, ref in pairs:
+        assert_same(ours, ref)
+
+
+def test_temporary_level_shift_and_math(tiny_grid):
+    g, nk = tiny_grid, 10
+    pairs = run_both(
+        vertical_and_temporary, g,
+        lambda r: dict(a=_field([CellDim, KDim], (g.num_cells, nk), r), c=_field([CellDim], (g.num_cells,), r),
+                       e=_field([EdgeDim, KDim], (g.num_edges, nk), r), out=_poisoned([CellDim, KDim], (g.num_cells, nk)),
+                       nlev_minus_1=gtx.int32(nk - 1)),
+        ["out"],
+    )  # fmt: skip
+    for ours, ref in pairs:
+        assert_same(ours, ref)
+        assert np.isnan(ours[:, nk - 1]).all(), "the last level is outside the domain and must stay untouched"
+
+
+def test_where_concat_where_bool_and_int_fields(tiny_grid):
+    g, nk = tiny_grid, 10
+    pairs = run_both(
+        branches, g,
+        lambda r: dict(a=_field([CellDim, KDim], (g.num_cells, nk), r), mask=_field([CellDim, KDim], (g.num_cells, nk), r, bool),
+                       n=_field([CellDim, KDim], (g.num_cells, nk), r, np.int32),
+                       out_f=_poisoned([CellDim, KDim], (g.num_cells, nk)),
+                       out_i=_poisoned([CellDim, KDim], (g.num_cells, nk), np.int32), k_split=gtx.int32(3)),
+        ["out_f", "out_i"],
+    )  # fmt: skip
+    for ours, ref in pairs:
+        assert_same(ours, ref)
+
+
+def test_forward_tuple_scan_and_backward_scan(tiny_grid):
+    g, nk = tiny_grid, 10
+    pairs = run_both(
+        scans, g,
+        lambda r: dict(a=_field([CellDim, KDim], (g.num_cells, nk), r), b=_field([CellDim, KDim], (g.num_cells, nk), r),
+                       o1=_poisoned([CellDim, KDim], (g.num_cells, nk)), o2=_poisoned([CellDim, KDim], (g.num_cells, nk)),
+                       o3=_poisoned([CellDim, KDim], (g.num_cells, nk))),
+        ["o1", "o2", "o3"],
+    )  # fmt: skip
+    for ours, ref in pairs:
+        assert_same(ours, ref)
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_host_side_scalar_expression(tiny_grid, flag):
+    g, nk = tiny_grid, 10
+    pairs = run_both(
+        host_if, g,
+        lambda r: dict(a=_field([EdgeDim, KDim], (g.num_edges, nk), r), out=_poisoned([EdgeDim, KDim], (g.num_edges, nk)),
+                       flag=flag, s=2.5),
+        ["out"],
+    )  # fmt: skip
+    for ours, ref in pairs:
+        assert_same(ours, ref)
+
+
+def test_field_of_the_wrong_shape_is_refused(tiny_grid):
+    g, nk = tiny_grid, 10
+    rng = np.random.default_rng(0)
+    short = _field([EdgeDim, KDim], (g.num_edges // 2, nk), rng)  # too few edges for C2E
+    w = _field([CellDim, C2EDim], (g.num_cells, 3), rng)
+    out = _poisoned([CellDim, KDim], (g.num_cells, nk))
+    with pytest.raises(IcoforgeError, match="field 'e' covers Edge"):
+        c2e_sum.with_backend(ICOFORGE)(short, w, out, offset_provider=g.connectivities)
+
+
+def test_aliased_output_is_refused(tiny_grid):
+    g, nk = tiny_grid, 10
+    rng = np.random.default_rng(0)
+    a = _field([CellDim, KDim], (g.num_cells, nk), rng)
+    b = _field([CellDim, KDim], (g.num_cells, nk), rng)
+    o1 = _poisoned([CellDim, KDim], (g.num_cells, nk))
+    with pytest.raises(IcoforgeError, match="is written while its memory is also passed"):
+        scans.with_backend(ICOFORGE)(a, b, o1, a, o1, offset_provider=g.connectivities)
