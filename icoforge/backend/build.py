@@ -36,6 +36,7 @@ def cpu_compile_command(cxx: str, src: pathlib.Path, out: pathlib.Path, opt: str
     return [
         cxx, opt, "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c++17",
         "-fno-math-errno",  # lets the compiler vectorise sqrt/pow; results are unchanged
+        "-ffp-contract=off",  # no fused multiply-add: rounding as written, as GT4Py's gtfn_cpu
         f"-I{sysconfig.get_paths()['include']}", f"-I{RUNTIME_DIR}", str(src), "-o", str(out),
     ]  # fmt: skip
 

@@ -70,7 +70,13 @@ class Runtime:
             raise IcoforgeError(f"{self.program}: offset_provider lacks connectivity {tag!r}")
         conn = offset_provider[tag]
         arr = conn.ndarray
-        return self.view(conn, 2, arr.dtype.type)
+        if not isinstance(arr, self.cp.ndarray):
+            # a CPU grid's table: copied to the device once and kept (keyed by the host array)
+            key = ("table", tag, id(arr))
+            if key not in self.pool:
+                self.pool[key] = (arr, self.cp.asarray(arr))
+            arr = self.pool[key][1]
+        return self.view(arr, 2, arr.dtype.type)
 
     def temporary(self, name: str, hr: tuple[int, int] | None, kr: tuple[int, int] | None, dtype: type) -> tuple:
         h0, h1 = (int(hr[0]), int(hr[1])) if hr else (0, 1)

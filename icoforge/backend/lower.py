@@ -271,20 +271,26 @@ class StencilLowering:
         if len(offsets) % 2:
             raise self.fail("shift with an odd number of offset arguments")
         for tag, idx in pairs:
-            if not isinstance(idx, Offset) or not isinstance(idx.value, int):
-                raise self.fail(f"shift by a non-constant index {idx}")
-            if isinstance(tag, CartShift):
-                if tag.dim not in pos:
-                    raise self.fail(f"vertical shift of an iterator without {tag.dim}")
-                pos[tag.dim] = binary("plus", pos[tag.dim], ir.Const(idx.value, pos[tag.dim].dtype))
+            if isinstance(tag, CartShift) or (
+                isinstance(tag, Offset) and isinstance(self.program.offset_type(str(tag.value)), common.Dimension)
+            ):
+                # a vertical shift: by a constant, or by data (`as_offset(Koff, field)`)
+                d = tag.dim if isinstance(tag, CartShift) else self.program.offset_type(str(tag.value)).value
+                if d not in pos:
+                    raise self.fail(f"vertical shift of an iterator without {d}")
+                if isinstance(idx, Offset) and isinstance(idx.value, int):
+                    by: ir.Expr = ir.Const(idx.value, pos[d].dtype)
+                elif isinstance(idx, ir.Expr) and not idx.dtype.startswith("float"):
+                    by = idx
+                else:
+                    raise self.fail(f"vertical shift by {idx}")
+                pos[d] = binary("plus", pos[d], by)
                 continue
+            if not isinstance(idx, Offset) or not isinstance(idx.value, int):
+                raise self.fail(f"horizontal shift by a non-constant index {idx}")
             if not isinstance(tag, Offset) or not isinstance(tag.value, str):
                 raise self.fail(f"shift tag {tag}")
-            conn = self.program.offset_type(tag.value)
-            if isinstance(conn, common.Dimension):  # a Cartesian offset provider entry (Koff -> K)
-                d = conn.value
-                pos[d] = binary("plus", pos[d], ir.Const(idx.value, pos[d].dtype))
-                continue
+            conn = self.program.offset_type(str(tag.value))
             src = conn.source_dim.value
             if src not in pos:
                 raise self.fail(f"shift {tag.value} of an iterator not on {src}")
@@ -517,6 +523,7 @@ class ProgramLowering:
         return self.offset_provider_type[tag]
 
     def use_table(self, tag: str, conn: common.NeighborConnectivityType) -> ir.TableInfo:
+        tag = str(tag)  # GT4Py hands us eve SymbolRefs; our IR holds plain strings
         if tag not in self.tables:
             self.tables[tag] = ir.TableInfo(
                 name=tag,
