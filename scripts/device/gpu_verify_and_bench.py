@@ -132,6 +132,10 @@ def main() -> int:
     ap.add_argument("--skip-verify", action="store_true")
     ap.add_argument("--reps", type=int, default=50)
     opts = ap.parse_args()
+    for key in ("programs", "gtfn_for"):  # "@file": comma-separated names in a file
+        v = getattr(opts, key)
+        if v.startswith("@"):
+            setattr(opts, key, pathlib.Path(v[1:]).read_text().strip())
     out = pathlib.Path(os.environ.get("OUT", "device-out"))
     out.mkdir(parents=True, exist_ok=True)
 
