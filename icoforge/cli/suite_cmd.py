@@ -1,0 +1,143 @@
+"""`icoforge list` and `icoforge run PROGRAM ...`: the program catalogue, timing and verification."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+from rich.table import Table
+
+from icoforge.errors import IcoforgeError
+
+
+def _console() -> Console:
+    # Piped output would be cut at rich's default 80 columns; these tables are wider.
+    console = Console()
+    return console if console.is_terminal else Console(width=200)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("list", help="icon4py dycore programs: dimensions, neighbour tables, outputs")
+    p.add_argument("pattern", nargs="?", default="", help="only programs whose name contains this")
+    p.set_defaults(func=cmd_list)
+
+    p = subparsers.add_parser(
+        "run", help="compile and time one program on a grid; --compare verifies other backends against the first"
+    )
+    p.add_argument("program", help="program name (see `icoforge list`)")
+    p.add_argument("--grid", default="R2B4", help="grid preset or ICON NetCDF file (default R2B4)")
+    p.add_argument("--levels", type=int, default=80, help="vertical levels (default 80)")
+    p.add_argument("--backend", default="gtfn_cpu", help="backend to time (default gtfn_cpu)")
+    p.add_argument(
+        "--compare", nargs="+", default=[], metavar="BACKEND", help="more backends: timed, and verified against --backend"
+    )
+    p.add_argument("--repeat", type=int, default=10, help="timed calls per backend (default 10)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument(
+        "--static", default="icon4py", choices=("icon4py", "none"),
+        help="compile-time scalars: icon4py = int and bool scalars, like icon4py's setup_program (default)",
+    )  # fmt: skip
+    p.add_argument("--rtol", type=float, default=1e-10, help="relative tolerance of --compare (default 1e-10)")
+    p.add_argument("--atol", type=float, default=1e-12, help="absolute tolerance of --compare (default 1e-12)")
+    p.set_defaults(func=cmd_run)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from icoforge.suite.catalogue import all_programs
+    from icoforge.suite.ranges import GRANULE_PROGRAMS
+
+    console = _console()
+    with console.status("importing icon4py's dycore programs"):
+        programs = [p for p in all_programs() if args.pattern in p.name]
+    table = Table(
+        title=f"icon4py dycore programs ({len(programs)})",
+        caption="granule: called by icon4py's SolveNonhydro / VelocityAdvection",
+    )
+    table.add_column("program", no_wrap=True)
+    for col in ("dims", "connectivities", "outputs", "scan", "granule"):
+        table.add_column(col, overflow="fold")
+    for p in programs:
+        outputs = ", ".join(f"{o}*" if p.param(o).is_inout else o for o in p.outputs)
+        table.add_row(
+            p.name,
+            " ".join(p.dims),
+            " ".join(p.connectivities) or "-",
+            outputs,
+            "yes" if p.has_scan else "no",
+            "yes" if p.name in GRANULE_PROGRAMS else "",
+        )
+    console.print(table)
+    console.print("* also read by the program (in-out)")
+    return 0
+
+
+def _fmt_seconds(seconds: float) -> str:
+    return f"{seconds:.1f}" if seconds >= 0.1 else f"{seconds:.3f}"
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from icoforge.grids import load_grid
+    from icoforge.suite.backends import get_backend
+    from icoforge.suite.catalogue import get_program
+    from icoforge.suite.runner import run_program
+    from icoforge.suite.verify import verify
+
+    if args.levels <= 0:
+        raise IcoforgeError(f"--levels must be a positive number of levels, got {args.levels}")
+    if args.repeat < 1:
+        raise IcoforgeError(f"--repeat must be at least 1, got {args.repeat}")
+    backends = [args.backend, *args.compare]
+    for name in backends:  # a typo fails now, not after minutes of compiling
+        get_backend(name)
+
+    console = _console()
+    with console.status("loading program and grid") as status:
+        info = get_program(args.program)
+        grid = load_grid(args.grid, levels=args.levels)
+        console.print(
+            f"[bold]{info.name}[/bold] on {grid.name} ({grid.num_cells:,} cells, {grid.num_edges:,} edges, "
+            f"{args.levels} levels), seed {args.seed}, static scalars: {args.static}"
+        )
+        results, checks = [], {}
+        for name in backends:
+            results.append(
+                run_program(
+                    info, name, grid, args.seed, args.repeat,
+                    static_params=args.static, on_status=lambda text: status.update(text),
+                )  # fmt: skip
+            )
+        for name in args.compare:
+            status.update(f"verifying {name} against {args.backend}")
+            checks[name] = verify(
+                info, name, args.backend, grid, args.seed, args.rtol, args.atol, static_params=args.static
+            )
+
+    table = Table(title=f"{info.name}: {args.repeat} timed calls")
+    for col in ("backend", "compile s", "first call ms", "median ms", "min ms", "checksum"):
+        table.add_column(col, justify="left" if col in ("backend", "checksum") else "right")
+    if checks:
+        table.add_column(f"vs {args.backend}")
+    for r in results:
+        row = [
+            r.backend,
+            _fmt_seconds(r.compile_s),
+            f"{r.first_call_s * 1e3:.3f}",
+            f"{r.median_ms:.3f}",
+            f"{r.min_ms:.3f}",
+            r.checksum,
+        ]
+        if checks:
+            check = checks.get(r.backend)
+            if check is None:
+                row.append("reference")
+            elif check.passed:
+                row.append(f"[green]PASS[/green] max rel {check.max_rel_err:.1e}")
+            else:
+                row.append("[red]FAIL[/red]")
+        table.add_row(*row)
+    console.print(table)
+
+    failed = [c for c in checks.values() if not c.passed]
+    for check in failed:
+        console.print(check.summary(), highlight=False, soft_wrap=True)
+    return 1 if failed else 0

@@ -1,0 +1,84 @@
+"""Backends by name: GT4Py's own ones and ours.
+
+`get_backend(name)` returns what `program.with_backend(...)` takes: None for GT4Py's embedded
+(Python) execution, else a `gt4py.next.backend.Backend`. Backends are built on first use: DaCe
+and our own backend are imported only when asked for.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from icoforge.errors import UnknownNameError
+
+
+def _embedded() -> None:
+    return None
+
+
+def _gtfn_cpu() -> Any:
+    from gt4py.next.program_processors.runners import gtfn
+
+    return gtfn.run_gtfn  # persistent translation cache + compiled-module cache
+
+
+def _gtfn_gpu() -> Any:
+    from gt4py.next.program_processors.runners import gtfn
+
+    return gtfn.run_gtfn_gpu
+
+
+def _dace_cpu() -> Any:
+    from gt4py.next.program_processors.runners import dace
+
+    return dace.run_dace_cpu
+
+
+def _dace_gpu() -> Any:
+    from gt4py.next.program_processors.runners import dace
+
+    return dace.run_dace_gpu
+
+
+def _icoforge(target: str) -> Callable[[], Any]:
+    def make() -> Any:
+        from icoforge.backend import make_backend  # written alongside; imported only when used
+
+        return make_backend(target)
+
+    return make
+
+
+BACKEND_FACTORIES: dict[str, Callable[[], Any]] = {
+    "embedded": _embedded,
+    "gtfn_cpu": _gtfn_cpu,
+    "gtfn_gpu": _gtfn_gpu,
+    "dace_cpu": _dace_cpu,
+    "dace_gpu": _dace_gpu,
+    "icoforge": _icoforge("cpu"),
+    "icoforge-cpu": _icoforge("cpu"),
+    "icoforge-cuda": _icoforge("cuda"),
+    "icoforge-hip": _icoforge("hip"),
+}
+
+GPU_BACKENDS = frozenset({"gtfn_gpu", "dace_gpu", "icoforge-cuda", "icoforge-hip"})
+
+
+def backend_names() -> tuple[str, ...]:
+    return tuple(BACKEND_FACTORIES)
+
+
+@functools.cache
+def get_backend(name: str) -> Any:
+    """The backend called `name` (None for "embedded"); misspelt names raise UnknownNameError."""
+    try:
+        factory = BACKEND_FACTORIES[name]
+    except KeyError:
+        raise UnknownNameError("backend", name, backend_names()) from None
+    return factory()
+
+
+def is_gpu_backend(name: str) -> bool:
+    return name in GPU_BACKENDS

@@ -1,0 +1,247 @@
+"""Run one program on two backends with identical inputs and compare every output array.
+
+Protocol:
+1. build random inputs once (on the host, from `seed`);
+2. POISON the pure outputs (written, never read): floats with a NaN carrying a private payload,
+   ints with a sentinel. In-out fields keep their input values (the program reads them);
+3. for each backend copy the inputs to its device, compile, run once, copy the outputs back;
+4. compare the ENTIRE arrays, position by position:
+   - poisoned in both         -> untouched by both: fine (outside the written domain);
+   - poisoned in one only     -> one backend wrote a point the other did not: FAIL
+                                 (`unwritten` if the tested backend skipped it, `extra_written`
+                                 if it wrote outside the reference's domain);
+   - written by both          -> must be finite in both, and |test - ref| <= atol + rtol * |ref|.
+   A NaN that is not our poison (computed, or a NaN copied from elsewhere) never passes, even if
+   both backends produce it. Bool outputs cannot be poisoned: they must be equal everywhere.
+5. inputs that are not outputs must come back unchanged from both runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import gt4py.next as gtx
+import numpy as np
+
+from icoforge.suite.catalogue import ProgramInfo
+from icoforge.suite.inputs import is_field, make_inputs, to_numpy
+from icoforge.suite.runner import BackendLike, allocator_for, prepare, resolve_backend, synchronizer
+
+# A quiet NaN with a payload no arithmetic produces (x86 and CUDA both generate payload-free
+# "default" NaNs), so "still poisoned" is told apart from "computed NaN" by the bit pattern.
+POISON_BITS = {np.dtype(np.float64): np.uint64(0x7FF8_DEAD_BEEF_F00D), np.dtype(np.float32): np.uint32(0x7FC0_F00D)}
+POISON_INT = {np.dtype(np.int32): np.iinfo(np.int32).min + 7, np.dtype(np.int64): np.iinfo(np.int64).min + 7}
+
+
+def poison_value(dtype: np.dtype) -> Any:
+    """The value written into outputs before a run, or None where a dtype cannot be poisoned."""
+    dtype = np.dtype(dtype)
+    if dtype in POISON_BITS:
+        return POISON_BITS[dtype].view(dtype)
+    return POISON_INT.get(dtype)
+
+
+def poison(array: np.ndarray) -> None:
+    value = poison_value(array.dtype)
+    if value is not None:
+        array[...] = value
+
+
+def is_poisoned(array: np.ndarray) -> np.ndarray:
+    """Bool mask: where `array` still holds the poison (bit-exact for floats)."""
+    dtype = array.dtype
+    if dtype in POISON_BITS:
+        unsigned = np.uint64 if dtype.itemsize == 8 else np.uint32
+        return np.ascontiguousarray(array).view(unsigned) == POISON_BITS[dtype]
+    if dtype in POISON_INT:
+        return array == POISON_INT[dtype]
+    return np.zeros(array.shape, dtype=bool)
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputStats:
+    """Comparison of one output array, test backend vs reference."""
+
+    name: str
+    shape: tuple[int, ...]
+    written: int  # points written by both backends (compared with tolerance)
+    untouched: int  # points left poisoned by both (or, for in-out fields, compared too)
+    unwritten: int  # written by the reference, left poisoned by the test backend
+    extra_written: int  # written by the test backend outside the reference's writes
+    non_finite: int  # written points where either value is NaN/Inf (never passes)
+    mismatches: int  # written finite points beyond tolerance
+    max_abs_err: float
+    max_rel_err: float
+    worst_index: tuple[int, ...] | None  # index of the largest error (or first failing point)
+
+    @property
+    def passed(self) -> bool:
+        return self.unwritten == self.extra_written == self.non_finite == self.mismatches == 0
+
+    def describe(self) -> str:
+        if self.passed:
+            return f"{self.name}: ok ({self.written} points, max abs {self.max_abs_err:.2e}, max rel {self.max_rel_err:.2e})"
+        problems = [
+            f"{count} {what}"
+            for count, what in (
+                (self.mismatches, "beyond tolerance"),
+                (self.unwritten, "not written"),
+                (self.extra_written, "written outside the reference's domain"),
+                (self.non_finite, "NaN/Inf"),
+            )
+            if count
+        ]
+        where = f" (e.g. at {self.worst_index})" if self.worst_index is not None else ""
+        return f"{self.name}: FAIL {', '.join(problems)}{where}; max abs {self.max_abs_err:.2e}, max rel {self.max_rel_err:.2e}"
+
+
+def _first(mask: np.ndarray) -> tuple[int, ...] | None:
+    hits = np.argwhere(mask)
+    return tuple(int(i) for i in hits[0]) if len(hits) else None
+
+
+def compare_output(name: str, test: np.ndarray, ref: np.ndarray, *, rtol: float, atol: float) -> OutputStats:
+    """Compare one output array (see the module docstring for the rules)."""
+    if test.shape != ref.shape:
+        raise ValueError(f"{name}: shapes differ, {test.shape} vs {ref.shape}")
+    poisoned_test, poisoned_ref = is_poisoned(test), is_poisoned(ref)
+    written = ~poisoned_test & ~poisoned_ref
+    unwritten = poisoned_test & ~poisoned_ref
+    extra = ~poisoned_test & poisoned_ref
+
+    t = test.astype(np.float64)
+    r = ref.astype(np.float64)
+    non_finite = written & ~(np.isfinite(t) & np.isfinite(r))
+    comparable = written & ~non_finite
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        abs_err = np.where(comparable, np.abs(t - r), 0.0)
+        rel_err = np.where(comparable & (abs_err > 0), abs_err / np.abs(r), 0.0)  # inf where ref == 0
+        beyond = comparable & (abs_err > atol + rtol * np.abs(r))
+
+    failing = beyond | unwritten | extra | non_finite
+    worst = _first(failing) if failing.any() else (
+        tuple(int(i) for i in np.unravel_index(np.argmax(abs_err), abs_err.shape)) if abs_err.size and abs_err.max() > 0 else None
+    )
+    return OutputStats(
+        name=name,
+        shape=tuple(test.shape),
+        written=int(written.sum()),
+        untouched=int((poisoned_test & poisoned_ref).sum()),
+        unwritten=int(unwritten.sum()),
+        extra_written=int(extra.sum()),
+        non_finite=int(non_finite.sum()),
+        mismatches=int(beyond.sum()),
+        max_abs_err=float(abs_err.max()) if abs_err.size else 0.0,
+        max_rel_err=float(rel_err.max()) if rel_err.size else 0.0,
+        worst_index=worst,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyResult:
+    program: str
+    backend: str
+    reference: str
+    grid: str
+    num_levels: int
+    seed: int
+    rtol: float
+    atol: float
+    outputs: tuple[OutputStats, ...]
+    modified_inputs: tuple[str, ...]  # non-output fields that a backend changed (never allowed)
+
+    @property
+    def passed(self) -> bool:
+        return not self.modified_inputs and all(o.passed for o in self.outputs)
+
+    @property
+    def max_abs_err(self) -> float:
+        return max((o.max_abs_err for o in self.outputs), default=0.0)
+
+    @property
+    def max_rel_err(self) -> float:
+        return max((o.max_rel_err for o in self.outputs), default=0.0)
+
+    def output(self, name: str) -> OutputStats:
+        return next(o for o in self.outputs if o.name == name)
+
+    def summary(self) -> str:
+        verdict = "PASS" if self.passed else "FAIL"
+        lines = [
+            f"{verdict}: {self.program} on {self.backend} vs {self.reference} "
+            f"({self.grid}, {self.num_levels} levels, seed {self.seed}, rtol {self.rtol:g}, atol {self.atol:g})"
+        ]
+        lines += [f"  {o.describe()}" for o in self.outputs]
+        lines += [f"  {name}: input modified" for name in self.modified_inputs]
+        return "\n".join(lines)
+
+
+def _to_device(host_args: dict[str, Any], allocator: Any) -> dict[str, Any]:
+    """Copy of the host arguments on the backend's device (fresh buffers every time)."""
+    return {
+        name: gtx.as_field(v.domain, v.asnumpy().copy(), allocator=allocator) if is_field(v) else v
+        for name, v in host_args.items()
+    }
+
+
+def _run_once(
+    info: ProgramInfo, backend: BackendLike, grid: Any, host_args: dict[str, Any], static_params: str | Sequence[str]
+) -> dict[str, np.ndarray]:
+    """Run on fresh device copies of `host_args`; return every field argument afterwards."""
+    _, backend_obj = resolve_backend(backend)
+    args = _to_device(host_args, allocator_for(backend_obj))
+    call, _ = prepare(info, backend, grid, args, static_params=static_params)
+    call(args)
+    synchronizer(args)()
+    return {name: to_numpy(v) for name, v in args.items() if is_field(v)}
+
+
+def verify(
+    info: ProgramInfo,
+    backend: BackendLike,
+    reference_backend: BackendLike,
+    grid: Any,
+    seed: int = 0,
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+    *,
+    static_params: str | Sequence[str] = "icon4py",
+) -> VerifyResult:
+    """Run `info.program` on `backend` and on `reference_backend` with the same random inputs
+    (poisoned outputs) and compare all outputs completely; see the module docstring."""
+    host_args = make_inputs(info, grid, seed)
+    for name in info.outputs:
+        if not info.param(name).is_inout:
+            poison(host_args[name].ndarray)
+    before = {name: to_numpy(v).copy() for name, v in host_args.items() if is_field(v)}
+
+    ref_fields = _run_once(info, reference_backend, grid, host_args, static_params)
+    test_fields = _run_once(info, backend, grid, host_args, static_params)
+
+    stats = tuple(
+        compare_output(name, test_fields[name], ref_fields[name], rtol=rtol, atol=atol) for name in info.outputs
+    )
+    modified = tuple(
+        name
+        for name in before
+        if name not in info.outputs
+        and not (_same_bits(before[name], ref_fields[name]) and _same_bits(before[name], test_fields[name]))
+    )
+    return VerifyResult(
+        program=info.name,
+        backend=resolve_backend(backend)[0],
+        reference=resolve_backend(reference_backend)[0],
+        grid=getattr(grid, "name", type(grid).__name__),
+        num_levels=int(grid.num_levels),
+        seed=seed,
+        rtol=rtol,
+        atol=atol,
+        outputs=stats,
+        modified_inputs=modified,
+    )
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()

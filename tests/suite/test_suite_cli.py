@@ -1,0 +1,79 @@
+"""`icoforge list` and `icoforge run` through the real entry point."""
+
+import re
+
+import pytest
+
+from icoforge.cli.main import main
+
+
+def test_list_shows_every_program(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "icon4py dycore programs (78)" in out
+    row = next(line for line in out.splitlines() if "vertically_implicit_solver_at_predictor_step" in line)
+    assert "Cell Edge K" in row and "C2E" in row and "yes" in row  # dims, table, scan
+
+
+def test_list_filters_by_name(capsys):
+    assert main(["list", "divergence_of_fluxes"]) == 0
+    out = capsys.readouterr().out
+    assert "programs (1)" in out and "z_flxdiv_mass" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["run", "compute_airmass", "--levels", "0"], "--levels must be a positive"),
+        (["run", "compute_airmass", "--levels", "-3"], "--levels must be a positive"),
+        (["run", "compute_airmass", "--repeat", "0"], "--repeat must be at least 1"),
+        (["run", "compute_airmass", "--backend", "gtfn_cp"], "Did you mean 'gtfn_cpu'"),
+        (["run", "compute_airmass", "--compare", "dace"], "unknown backend 'dace'"),
+        (["run", "vertically_implicit_solver", "--levels", "5"], "vertically_implicit_solver_at_predictor_step"),
+    ],
+)
+def test_run_refuses_bad_arguments_in_one_line(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("icoforge: error:") and message in err
+    assert "Traceback" not in err
+
+
+def _row(out: str, backend: str) -> list[str]:
+    line = next(line for line in out.splitlines() if re.match(rf"\W*{re.escape(backend)}\s", line))
+    return [cell.strip() for cell in re.split(r"[│|]", line) if cell.strip()]
+
+
+def test_run_embedded_with_compare(tiny_grid, capsys):
+    argv = ["run", "compute_airmass", "--grid", "R2B3", "--levels", "10", "--backend", "embedded",
+            "--compare", "embedded", "--repeat", "2", "--seed", "3"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "compute_airmass on R2B3 (5,120 cells" in out
+    cells = _row(out, "embedded")
+    # backend, compile s, first call ms, median ms, min ms, checksum, verification
+    assert len(cells) == 7
+    assert float(cells[3]) >= float(cells[4]) > 0
+    assert re.fullmatch(r"[0-9a-f]{12}", cells[5])
+    assert cells[6].startswith("PASS")
+
+
+@pytest.mark.slow
+def test_run_gtfn_cpu_verified_against_embedded(tiny_grid, capsys):
+    argv = ["run", "compute_divergence_of_fluxes_of_rho_and_theta", "--grid", "R2B3", "--levels", "10",
+            "--backend", "embedded", "--compare", "gtfn_cpu", "--repeat", "3"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    embedded, gtfn = _row(out, "embedded"), _row(out, "gtfn_cpu")
+    assert embedded[6] == "reference" and gtfn[6].startswith("PASS")
+    assert embedded[5] == gtfn[5]  # same checksum
+
+
+@pytest.mark.slow
+def test_run_vertically_implicit_solver_on_gtfn_cpu(tiny_grid, capsys):
+    argv = ["run", "vertically_implicit_solver_at_predictor_step", "--grid", "R2B3", "--levels", "10",
+            "--backend", "gtfn_cpu", "--repeat", "2"]  # fmt: skip
+    assert main(argv) == 0
+    cells = _row(capsys.readouterr().out, "gtfn_cpu")
+    assert len(cells) == 6  # no verification column without --compare
+    assert float(cells[1]) > 0 and float(cells[3]) > 0
