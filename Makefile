@@ -5,6 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 GRID ?= R2B4
 LEVELS ?= 20
+# e.g. `make demo COMPARE="--compare gtfn_cpu"` also builds GT4Py's gtfn_cpu (minutes on 2 cores) and checks ours against it
+COMPARE ?=
 
 .PHONY: setup demo test test-all verify-all clean
 
@@ -19,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 
 # The main job on the CPU with our backend, on a small grid.
 demo: setup
-	$(BIN)/icoforge run vertically_implicit_solver_at_predictor_step --grid $(GRID) --levels $(LEVELS) --backend icoforge --compare gtfn_cpu --repeat 5
+	$(BIN)/icoforge run vertically_implicit_solver_at_predictor_step --grid $(GRID) --levels $(LEVELS) --backend icoforge $(COMPARE) --repeat 5
 
 # The CI test suite (GPU tests are skipped without a GPU).
 test: setup
