@@ -38,7 +38,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="compile-time scalars: icon4py = int and bool scalars, like icon4py's setup_program (default)",
     )  # fmt: skip
     p.add_argument("--rtol", type=float, default=1e-10, help="relative tolerance of --compare (default 1e-10)")
-    p.add_argument("--atol", type=float, default=1e-12, help="absolute tolerance of --compare (default 1e-12)")
+    p.add_argument(
+        "--atol", type=float, default=None,
+        help="absolute tolerance of --compare (default: 1e-12 x each output's largest value)",
+    )  # fmt: skip
     p.set_defaults(func=cmd_run)
 
 

@@ -10,7 +10,11 @@ Protocol:
    - poisoned in one only     -> one backend wrote a point the other did not: FAIL
                                  (`unwritten` if the tested backend skipped it, `extra_written`
                                  if it wrote outside the reference's domain);
-   - written by both          -> must be finite in both, and |test - ref| <= atol + rtol * |ref|.
+   - written by both          -> must be finite in both, and |test - ref| <= atol + rtol * |ref|,
+                                 where atol defaults to ATOL_SCALE * max |ref| of that output:
+                                 points near zero (cancellation) are judged on the output's scale,
+                                 whatever its units (a divergence ~1e-5, a potential temperature
+                                 ~300).
    A NaN that is not our poison (computed, or a NaN copied from elsewhere) never passes, even if
    both backends produce it. Bool outputs cannot be poisoned: they must be equal everywhere.
 5. inputs that are not outputs must come back unchanged from both runs.
@@ -32,6 +36,7 @@ from icoforge.suite.runner import BackendLike, allocator_for, prepare, resolve_b
 # A quiet NaN with a payload no arithmetic produces (x86 and CUDA both generate payload-free
 # "default" NaNs), so "still poisoned" is told apart from "computed NaN" by the bit pattern.
 POISON_BITS = {np.dtype(np.float64): np.uint64(0x7FF8_DEAD_BEEF_F00D), np.dtype(np.float32): np.uint32(0x7FC0_F00D)}
+ATOL_SCALE = 1e-12
 POISON_INT = {np.dtype(np.int32): np.iinfo(np.int32).min + 7, np.dtype(np.int64): np.iinfo(np.int64).min + 7}
 
 
@@ -66,15 +71,16 @@ class OutputStats:
 
     name: str
     shape: tuple[int, ...]
-    written: int  # points written by both backends (compared with tolerance)
-    untouched: int  # points left poisoned by both (or, for in-out fields, compared too)
+    written: int  # points not poisoned in either result: compared with tolerance
+    untouched: int  # points left poisoned by both (0 for in-out fields: never poisoned, all compared)
     unwritten: int  # written by the reference, left poisoned by the test backend
     extra_written: int  # written by the test backend outside the reference's writes
     non_finite: int  # written points where either value is NaN/Inf (never passes)
     mismatches: int  # written finite points beyond tolerance
     max_abs_err: float
     max_rel_err: float
-    worst_index: tuple[int, ...] | None  # index of the largest error (or first failing point)
+    atol: float  # the absolute tolerance applied
+    worst_index: tuple[int, ...] | None  # first failing point, else the largest error (None: equal)
 
     @property
     def passed(self) -> bool:
@@ -102,8 +108,11 @@ def _first(mask: np.ndarray) -> tuple[int, ...] | None:
     return tuple(int(i) for i in hits[0]) if len(hits) else None
 
 
-def compare_output(name: str, test: np.ndarray, ref: np.ndarray, *, rtol: float, atol: float) -> OutputStats:
-    """Compare one output array (see the module docstring for the rules)."""
+def compare_output(
+    name: str, test: np.ndarray, ref: np.ndarray, *, rtol: float, atol: float | None = None
+) -> OutputStats:
+    """Compare one output array (see the module docstring for the rules); atol=None scales the
+    absolute tolerance with the largest reference value, ATOL_SCALE * max |ref|."""
     if test.shape != ref.shape:
         raise ValueError(f"{name}: shapes differ, {test.shape} vs {ref.shape}")
     poisoned_test, poisoned_ref = is_poisoned(test), is_poisoned(ref)
@@ -115,15 +124,20 @@ def compare_output(name: str, test: np.ndarray, ref: np.ndarray, *, rtol: float,
     r = ref.astype(np.float64)
     non_finite = written & ~(np.isfinite(t) & np.isfinite(r))
     comparable = written & ~non_finite
+    if atol is None:
+        atol = ATOL_SCALE * float(np.abs(r[comparable]).max()) if comparable.any() else 0.0
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         abs_err = np.where(comparable, np.abs(t - r), 0.0)
         rel_err = np.where(comparable & (abs_err > 0), abs_err / np.abs(r), 0.0)  # inf where ref == 0
         beyond = comparable & (abs_err > atol + rtol * np.abs(r))
 
     failing = beyond | unwritten | extra | non_finite
-    worst = _first(failing) if failing.any() else (
-        tuple(int(i) for i in np.unravel_index(np.argmax(abs_err), abs_err.shape)) if abs_err.size and abs_err.max() > 0 else None
-    )
+    if failing.any():
+        worst = _first(failing)
+    elif abs_err.size and abs_err.max() > 0:
+        worst = tuple(int(i) for i in np.unravel_index(np.argmax(abs_err), abs_err.shape))
+    else:
+        worst = None
     return OutputStats(
         name=name,
         shape=tuple(test.shape),
@@ -135,6 +149,7 @@ def compare_output(name: str, test: np.ndarray, ref: np.ndarray, *, rtol: float,
         mismatches=int(beyond.sum()),
         max_abs_err=float(abs_err.max()) if abs_err.size else 0.0,
         max_rel_err=float(rel_err.max()) if rel_err.size else 0.0,
+        atol=atol,
         worst_index=worst,
     )
 
@@ -148,7 +163,7 @@ class VerifyResult:
     num_levels: int
     seed: int
     rtol: float
-    atol: float
+    atol: float | None  # None: scaled per output (see OutputStats.atol)
     outputs: tuple[OutputStats, ...]
     modified_inputs: tuple[str, ...]  # non-output fields that a backend changed (never allowed)
 
@@ -171,7 +186,8 @@ class VerifyResult:
         verdict = "PASS" if self.passed else "FAIL"
         lines = [
             f"{verdict}: {self.program} on {self.backend} vs {self.reference} "
-            f"({self.grid}, {self.num_levels} levels, seed {self.seed}, rtol {self.rtol:g}, atol {self.atol:g})"
+            f"({self.grid}, {self.num_levels} levels, seed {self.seed}, rtol {self.rtol:g}, "
+            f"atol {'scaled' if self.atol is None else format(self.atol, 'g')})"
         ]
         lines += [f"  {o.describe()}" for o in self.outputs]
         lines += [f"  {name}: input modified" for name in self.modified_inputs]
@@ -205,12 +221,16 @@ def verify(
     grid: Any,
     seed: int = 0,
     rtol: float = 1e-10,
-    atol: float = 1e-12,
+    atol: float | None = None,
     *,
     static_params: str | Sequence[str] = "icon4py",
 ) -> VerifyResult:
     """Run `info.program` on `backend` and on `reference_backend` with the same random inputs
-    (poisoned outputs) and compare all outputs completely; see the module docstring."""
+    (poisoned outputs) and compare all outputs completely; see the module docstring.
+
+    Backends: names ("gtfn_cpu", "icoforge-cuda", ...), GT4Py Backend objects, None (embedded)
+    or a CustomBackend. atol=None: ATOL_SCALE times each output's largest reference value.
+    """
     host_args = make_inputs(info, grid, seed)
     for name in info.outputs:
         if not info.param(name).is_inout:

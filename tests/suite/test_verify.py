@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from icoforge.suite.catalogue import all_programs, get_program
+from icoforge.suite.inputs import make_inputs
 from icoforge.suite.runner import CustomBackend, prepare
 from icoforge.suite.verify import compare_output, is_poisoned, poison, poison_value, verify
 
@@ -61,6 +62,19 @@ def test_error_beyond_tolerance_fails_with_its_size_and_place():
     # within tolerance: passes, and still reports the error
     loose = compare_output("x", test, ref, rtol=1e-5, atol=0.0)
     assert loose.passed and loose.max_abs_err == pytest.approx(1e-6)
+
+
+def test_default_absolute_tolerance_follows_the_output_scale():
+    ref = np.array([1e-5, 2e-5, 1e-20])  # a divergence-sized output with a near-zero point
+    near_zero_noise = ref + np.array([0.0, 0.0, 1e-18])  # cancellation noise: 1e-13 of the scale
+    stats = compare_output("div", near_zero_noise, ref, rtol=1e-10)
+    assert stats.passed and stats.atol == pytest.approx(2e-17)
+    assert stats.max_rel_err > 1  # relative to the point itself it is large
+    real_error = ref * np.array([1.0, 1.0 + 1e-8, 1.0])  # 1e-8 relative on a large point
+    assert not compare_output("div", real_error, ref, rtol=1e-10).passed
+    # the same arrays scaled to ~300 (a temperature): same verdicts
+    assert compare_output("t", near_zero_noise * 3e7, ref * 3e7, rtol=1e-10).passed
+    assert not compare_output("t", real_error * 3e7, ref * 3e7, rtol=1e-10).passed
 
 
 def test_unwritten_and_extra_written_points_fail():
@@ -132,6 +146,13 @@ def _gtfn_then(edit):
     return CustomBackend(f"gtfn_cpu+{edit.__name__}", prepare_faulty)
 
 
+def _run_gtfn(info, grid):
+    args = make_inputs(info, grid, seed=1)
+    call, _ = prepare(info, "gtfn_cpu", grid, args)
+    call(args)
+    return {name: args[name].asnumpy() for name in info.outputs}
+
+
 @pytest.mark.slow
 def test_gtfn_matches_embedded_and_planted_faults_are_caught(divergence, tiny_grid):
     ok = verify(divergence, "gtfn_cpu", "embedded", tiny_grid, seed=1)
@@ -141,14 +162,18 @@ def test_gtfn_matches_embedded_and_planted_faults_are_caught(divergence, tiny_gr
 
     assert verify(divergence, "gtfn_cpu", "gtfn_cpu", tiny_grid, seed=1).passed
 
+    written_levels = _run_gtfn(divergence, tiny_grid)["z_flxdiv_theta"][:, :-1]
+    scale = np.abs(written_levels).max()
+
     def perturb_one_point(args):
-        args["z_flxdiv_theta"].ndarray[17, 3] *= 1 + 1e-8
+        args["z_flxdiv_theta"].ndarray[17, 3] += 1e-9 * scale
 
     bad = verify(divergence, _gtfn_then(perturb_one_point), "gtfn_cpu", tiny_grid, seed=1)
     assert not bad.passed
     stats = bad.output("z_flxdiv_theta")
     assert (stats.mismatches, stats.worst_index) == (1, (17, 3))
-    assert stats.max_rel_err == pytest.approx(1e-8, rel=1e-3)
+    assert stats.max_abs_err == pytest.approx(1e-9 * scale, rel=1e-3)
+    assert stats.atol == pytest.approx(1e-12 * scale)  # the default absolute tolerance scales
     assert bad.output("z_flxdiv_mass").passed
 
     def skip_top_level(args):
