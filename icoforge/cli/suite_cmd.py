@@ -29,8 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--levels", type=int, default=80, help="vertical levels (default 80)")
     p.add_argument("--backend", default="gtfn_cpu", help="backend to time (default gtfn_cpu)")
     p.add_argument(
-        "--compare", nargs="+", default=[], metavar="BACKEND", help="more backends: timed, and verified against --backend"
-    )
+        "--compare", nargs="+", default=[], metavar="BACKEND",
+        help="more backends: timed, and verified against --backend",
+    )  # fmt: skip
     p.add_argument("--repeat", type=int, default=10, help="timed calls per backend (default 10)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument(

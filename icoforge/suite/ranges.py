@@ -161,7 +161,9 @@ FIELD_VALUES: dict[str, Uniform] = {
     **dict.fromkeys(
         ["vn", "current_vn", "next_vn", "vn_on_half_levels", "tangential_wind", "tangential_wind_on_half_levels",
          "substep_and_spatially_averaged_vn"], VN),  # fmt: skip
-    **dict.fromkeys(["w", "w_now", "w_new", "current_w", "next_w", "contravariant_corrected_w_at_cells_on_model_levels"], W),
+    **dict.fromkeys(
+        ["w", "w_now", "w_new", "current_w", "next_w", "contravariant_corrected_w_at_cells_on_model_levels"], W
+    ),
     **dict.fromkeys(
         ["w_concorr_c", "contravariant_correction_at_cells_on_half_levels",
          "contravariant_correction_at_edges_on_model_levels"], _signed(0.05)),  # fmt: skip

@@ -87,8 +87,9 @@ class OutputStats:
         return self.unwritten == self.extra_written == self.non_finite == self.mismatches == 0
 
     def describe(self) -> str:
+        errors = f"max abs {self.max_abs_err:.2e}, max rel {self.max_rel_err:.2e}"
         if self.passed:
-            return f"{self.name}: ok ({self.written} points, max abs {self.max_abs_err:.2e}, max rel {self.max_rel_err:.2e})"
+            return f"{self.name}: ok ({self.written} points, {errors})"
         problems = [
             f"{count} {what}"
             for count, what in (
@@ -100,7 +101,7 @@ class OutputStats:
             if count
         ]
         where = f" (e.g. at {self.worst_index})" if self.worst_index is not None else ""
-        return f"{self.name}: FAIL {', '.join(problems)}{where}; max abs {self.max_abs_err:.2e}, max rel {self.max_rel_err:.2e}"
+        return f"{self.name}: FAIL {', '.join(problems)}{where}; {errors}"
 
 
 def _first(mask: np.ndarray) -> tuple[int, ...] | None:
