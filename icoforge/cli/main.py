@@ -16,6 +16,10 @@ from icoforge.errors import IcoforgeError
 COMMAND_MODULES = (
     "icoforge.cli.grid_cmd",
     "icoforge.cli.suite_cmd",
+    "icoforge.cli.backend_cmd",  # gpu-check, verify-all
+    "icoforge.cli.schedule_cmd",  # schedules: show, validate, sweep
+    "icoforge.cli.perf_cmd",  # explain, roofline, profile
+    "icoforge.cli.granule_cmd",  # greenline
 )
 
 
@@ -47,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("icoforge: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `icoforge ... | head`: the reader went away, nothing to report
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":
