@@ -1,0 +1,118 @@
+"""Whole-catalogue checks: every dycore program through the icoforge backend.
+
+* `compile_all`: generate CUDA and HIP for every program and compile with nvcc (sm_90) and hipcc
+  (gfx90a); registers, spills and shared memory per kernel. Needs no GPU.
+* `verify_all`: every program on the CPU target against a GT4Py backend on real inputs.
+Both run GT4Py's passes first, in parallel processes (they dominate the time).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable
+
+from icoforge.backend.gpu_check import GPUCompileError, find_hipcc, find_nvcc, hipcc_check, nvcc_check
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileRow:
+    program: str
+    compiler: str  # nvcc-sm_90 | hipcc-gfx90a
+    kernel: str
+    registers: int
+    spill_stores: int
+    spill_loads: int
+    shared_bytes: int
+    error: str | None = None
+
+
+def compile_program(name: str, grid, compilers: tuple[str, ...]) -> list[CompileRow]:
+    from icoforge.backend.gpu import gpu_artifact
+    from icoforge.backend.precompile import program_ir
+    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+    from icoforge.suite.catalogue import get_program
+
+    program = program_ir(get_program(name).program, grid.connectivities)
+    rows: list[CompileRow] = []
+    for compiler in compilers:
+        vendor = "cuda" if compiler == "nvcc" else "hip"
+        art = gpu_artifact(program, vendor, ProgramSchedule(VENDOR_DEFAULTS[vendor]))
+        label = "nvcc-sm_90" if vendor == "cuda" else "hipcc-gfx90a"
+        try:
+            resources = nvcc_check(art.module_source) if vendor == "cuda" else hipcc_check(art.module_source)
+        except GPUCompileError as e:
+            rows.append(CompileRow(name, label, "*", 0, 0, 0, 0, str(e)[-500:]))
+            continue
+        found = {r.kernel for r in resources}
+        for r in resources:
+            rows.append(CompileRow(name, label, r.kernel, r.registers, r.spill_stores, r.spill_loads, r.shared_bytes))
+        for missing in sorted(set(art.kernel_names) - found):
+            rows.append(CompileRow(name, label, missing, 0, 0, 0, 0, "no resource report for this kernel"))
+    return rows
+
+
+def available_compilers() -> tuple[str, ...]:
+    return tuple(c for c, found in (("nvcc", find_nvcc()), ("hipcc", find_hipcc())) if found)
+
+
+def compile_all(
+    names: list[str], grid_name: str, levels: int, jobs: int, on_row: Callable[[CompileRow], None] | None = None
+) -> list[CompileRow]:
+    from icoforge.backend.precompile import warm_passes
+    from icoforge.grids import load_grid
+
+    compilers = available_compilers()
+    if not compilers:
+        raise GPUCompileError("neither nvcc nor hipcc is installed")
+    warm_passes(names, grid_name, levels, jobs)
+    grid = load_grid(grid_name, levels=levels, show_progress=False)
+    rows: list[CompileRow] = []
+    for name in names:
+        try:
+            got = compile_program(name, grid, compilers)
+        except Exception as e:  # a lowering error is a row, the others go on
+            got = [CompileRow(name, "-", "*", 0, 0, 0, 0, f"{type(e).__name__}: {e}"[-500:])]
+        rows.extend(got)
+        if on_row:
+            for r in got:
+                on_row(r)
+    return rows
+
+
+def compile_table_markdown(rows: list[CompileRow], header: str) -> str:
+    lines = [header, "", "| program | compiler | kernel | registers | spill st/ld (B) | smem (B) | status |",
+             "| --- | --- | --- | ---: | ---: | ---: | --- |"]  # fmt: skip
+    for r in rows:
+        status = "ok" if r.error is None else "ERROR: " + r.error.splitlines()[0][:120]
+        lines.append(
+            f"| {r.program} | {r.compiler} | {r.kernel} | {r.registers} | {r.spill_stores}/{r.spill_loads} | {r.shared_bytes} | {status} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyRow:
+    program: str
+    status: str  # PASS | FAIL | ERROR
+    max_rel_err: float
+    compile_s: float
+    detail: str = ""
+
+
+def verify_one(name: str, grid_name: str, levels: int, reference: str, seed: int) -> VerifyRow:
+    import os
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from icoforge.grids import load_grid
+    from icoforge.suite.catalogue import get_program
+    from icoforge.suite.verify import verify
+
+    t0 = time.perf_counter()
+    try:
+        g = load_grid(grid_name, levels=levels, show_progress=False)
+        res = verify(get_program(name), "icoforge-cpu", reference, g, seed=seed)
+        return VerifyRow(name, "PASS" if res.passed else "FAIL", res.max_rel_err, time.perf_counter() - t0,
+                         "" if res.passed else res.summary()[-600:])  # fmt: skip
+    except Exception as e:
+        return VerifyRow(name, "ERROR", float("nan"), time.perf_counter() - t0, f"{type(e).__name__}: {e}"[-600:])
