@@ -8,7 +8,7 @@ LEVELS ?= 20
 # e.g. `make demo COMPARE="--compare gtfn_cpu"` also builds GT4Py's gtfn_cpu (minutes on 2 cores) and checks ours against it
 COMPARE ?=
 
-.PHONY: setup demo test test-all verify-all clean
+.PHONY: setup demo test verify-all gpu-check clean
 
 setup: $(VENV)/.installed
 
@@ -26,6 +26,15 @@ demo: setup
 # The CI test suite (GPU tests are skipped without a GPU).
 test: setup
 	$(BIN)/python -m pytest -q
+
+# Every dycore program, icoforge-cpu vs gtfn_cpu on R2B4 at 80 and 17 levels (hours on 2 cores;
+# minutes on the 16-core device machine). The table lands in benchmarks/.
+verify-all: setup
+	$(BIN)/icoforge verify-all --grid R2B4 --levels 80 17 --out benchmarks/verify-all-cpu.md
+
+# CUDA (nvcc sm_90) and HIP (hipcc gfx90a) compile check of every program: registers and spills.
+gpu-check: setup
+	$(BIN)/icoforge gpu-check --out benchmarks/gpu-compile-check.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info
