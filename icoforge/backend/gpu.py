@@ -19,7 +19,7 @@ from gt4py.next.otf import definitions, stages
 
 from icoforge.backend import ir
 from icoforge.backend.codegen.cuda import render_host_plan, render_module_gpu
-from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, resolve
 from icoforge.backend.workflow import translate
 from icoforge.errors import IcoforgeError
 
@@ -156,13 +156,12 @@ class GPUExecutor:
 
 
 def gpu_artifact(program: ir.ProgramIR, vendor: str, schedule: ProgramSchedule, timings=()) -> GPUArtifact:
-    for k in program.kernels():
-        schedule.for_kernel(k.name).validate(f"schedule of {k.name}")
+    resolve(program, schedule, vendor)  # ScheduleError before generating anything
     return GPUArtifact(
         program_name=program.name,
         vendor=vendor,
         module_source=render_module_gpu(program, schedule, vendor),
-        host_plan=render_host_plan(program, schedule),
+        host_plan=render_host_plan(program, schedule, vendor),
         kernel_names=tuple(k.name for k in program.kernels()),
         options=nvrtc_options(vendor),
         timings=tuple(timings),

@@ -70,7 +70,8 @@ def render_kernel_cpp(k: ir.Kernel, program: ir.ProgramIR) -> str:
     has_h, has_k = k.domain.hdim is not None, k.domain.k_start is not None
     ind = "  "
     if has_h:
-        lines.append("#pragma omp parallel for schedule(static)")
+        # threads only where there is enough work to pay for the fork/join
+        lines.append("#pragma omp parallel for schedule(static) if ((h1 - h0) * (k1 - k0) >= 65536)")
         lines.append(f"{ind}for (long i = h0; i < h1; ++i) {{")
         ind += "  "
     lines.extend(render_stmts(k.prologue, r, ind, store))

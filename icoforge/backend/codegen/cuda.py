@@ -1,9 +1,24 @@
 """CUDA/HIP target: one source for both vendors (a thin macro prelude), plus a host launch plan.
 
-Kernels are `extern "C" __global__` with short names. One thread per horizontal point on x (unit
-stride in GPU layouts); for maps, levels on y, `k_per_thread` consecutive levels per thread with
-the neighbour indices and k-invariant values loaded once. A scan walks its column in one thread
-with the carried state in registers. Field pointers arrive already shifted by the field's origin.
+Kernels are `extern "C" __global__` with short names. Field pointers arrive already shifted by
+the field's origin. How the work is laid out follows the kernel's `Schedule` (schedule.py), and a
+comment line above each kernel states the schedule it got:
+
+- maps over points x levels: threads on x over horizontal points, on y over chunks of
+  `k_per_thread` consecutive levels; neighbour indices and other k-invariant values (also
+  k-invariant field loads when k_per_thread > 1) are loaded once per chunk, before the loop;
+- scans: one thread walks a column with the carried state in registers;
+- `h_per_thread`: each thread does several points, strided by the grid's threads on x (loads stay
+  coalesced); `k_unroll`: the level loop is unrolled by hand (the body is a lambda, forced
+  inline, called `k_unroll` times per iteration; a remainder loop takes the rest);
+- `smem_tables`: the block's rows of the named neighbour tables are copied to shared memory by
+  all threads of the block (coalesced), then `__syncthreads()`; no thread returns before it;
+- `index_bits`: the type of indices and strides (`long long` or `int`); the host plan refuses a
+  32-bit kernel whose largest index could overflow;
+- `chiplet_remap`: block b becomes a permutation of b such that the blocks the hardware deals to
+  one chiplet (b % n) get consecutive numbers;
+- launch bounds / register caps: `__launch_bounds__` or `__maxnreg__` (CUDA),
+  `amdgpu_flat_work_group_size` and `amdgpu_waves_per_eu` (HIP).
 
 The host plan is generated Python (`def launch(...)`): evaluates domain bounds and host
 conditions, takes temporaries from a persistent pool and launches the kernels in order.
@@ -11,9 +26,11 @@ conditions, takes temporaries from a persistent pool and launches the kernels in
 
 from __future__ import annotations
 
+import dataclasses
+
 from icoforge.backend import ir
 from icoforge.backend.codegen.common import ExprRenderer, cname, render_stmts
-from icoforge.backend.schedule import ProgramSchedule, Schedule
+from icoforge.backend.schedule import KernelLaunch, ProgramSchedule, amd_waves_per_eu, resolve
 
 PRELUDE = r"""// icoforge GPU prelude: the same kernels compile as CUDA (nvcc, NVRTC) and HIP (hipcc, hiprtc).
 #if defined(__HIPCC__) && !defined(__HIPCC_RTC__)
@@ -34,31 +51,47 @@ template <class T> __device__ __forceinline__ T icf_floordiv(T a, T b) {
   T q = a / b;
   return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
+// chiplet_remap: the hardware deals block b to chiplet b % n; give each chiplet a contiguous
+// range of block numbers (a bijection of [0, nb), also when n does not divide nb)
+__device__ __forceinline__ unsigned int icf_chiplet_block(unsigned int b, unsigned int nb, unsigned int n) {
+  const unsigned int x = b % n, a = b / n, base = nb / n, r = nb % n;
+  return x * base + (x < r ? x : r) + a;
+}
 """
 
 
-def launch_bounds(s: Schedule, vendor: str) -> str:
-    threads = s.block[0] * s.block[1]
+def kernel_attributes(launch: KernelLaunch, vendor: str) -> str:
+    """Launch bounds and register caps; never a CUDA-only qualifier on HIP."""
+    s, threads = launch.schedule, launch.threads
     if vendor == "hip":
-        # __launch_bounds__ exists in HIP too; the waves-per-EU hint is HIP's own attribute.
-        return f"__launch_bounds__({threads})"
-    if s.min_blocks_per_sm:
+        attrs = [f"__attribute__((amdgpu_flat_work_group_size(1, {threads})))"]
+        waves = amd_waves_per_eu(launch)
+        if waves is not None:
+            attrs.append(f"__attribute__((amdgpu_waves_per_eu({waves})))")
+        return " ".join(attrs)
+    if s.max_registers is not None:  # nvcc refuses __maxnreg__ together with __launch_bounds__
+        return f"__maxnreg__({s.max_registers})"
+    if s.min_blocks_per_sm is not None:
         return f"__launch_bounds__({threads}, {s.min_blocks_per_sm})"
     return f"__launch_bounds__({threads})"
 
 
-def kernel_signature(k: ir.Kernel, program: ir.ProgramIR, r: ExprRenderer) -> list[str]:
+def index_type(launch: KernelLaunch) -> str:
+    return "long long" if launch.schedule.index_bits == 64 else "int"
+
+
+def kernel_signature(k: ir.Kernel, program: ir.ProgramIR, r: ExprRenderer, idx: str = "long long") -> list[str]:
     written = set(k.fields_written())
     params: list[str] = []
     for name in dict.fromkeys([*k.fields_read(), *k.fields_written()]):
         f = program.field(name)
         const = "" if name in written else "const "
         params.append(f"{const}{r.ctype(f.dtype)}* __restrict__ {cname(name)}")
-        params += [f"const long long {cname(name)}_s{d}" for d in range(len(f.dims))]
+        params += [f"const {idx} {cname(name)}_s{d}" for d in range(len(f.dims))]
     for t in k.tables_used():
         tb = next(x for x in program.tables if x.name == t)
         params.append(f"const {r.ctype(tb.dtype)}* __restrict__ {cname(t)}")
-        params += [f"const long long {cname(t)}_s0", f"const long long {cname(t)}_s1"]
+        params += [f"const {idx} {cname(t)}_s0", f"const {idx} {cname(t)}_s1"]
     for p in k.params_used():
         params.append(f"const {r.ctype(p.dtype)} {cname(p.name)}")
     params += ["const int h0", "const int h1", "const int k0", "const int k1"]
@@ -73,68 +106,214 @@ def kernel_param_order(k: ir.Kernel, program: ir.ProgramIR) -> list[tuple[str, s
     return out
 
 
-def render_kernel_gpu(k: ir.Kernel, program: ir.ProgramIR, s: Schedule, vendor: str) -> str:
-    r = ExprRenderer("", device=True)
+# ---------------------------------------------------------------------------------------------
+# k-invariant field loads (k_per_thread > 1)
+
+
+def hoist_invariant_loads(k: ir.Kernel) -> ir.Kernel:
+    """Move loads that do not depend on the level out of the level loop, into the prologue.
+
+    Only loads the body performs unconditionally at every level qualify (not under an `If`, not
+    in a lazily evaluated branch of `?:`, `&&`, `||`), of fields the kernel does not write: then
+    the chunk (never empty) loads the same value at least once anyway, so moving the load
+    changes no result and cannot add an out-of-bounds access.
+    """
+    written = set(k.fields_written())
+    body_vars = {s.var.name for s in ir.walk_stmts(k.body) if isinstance(s, (ir.Let, ir.Declare))}
+    body_vars |= {st.var.name for st in k.state}
+    taken = {e.name for e in k.exprs() if isinstance(e, (ir.Var, ir.Param))} | body_vars
+    taken |= {e.field for e in k.exprs() if isinstance(e, ir.Load)} | set(k.tables_used())
+    names: dict[ir.Load, ir.Var] = {}
+    new_lets: list[ir.Stmt] = []
+
+    def invariant(e: ir.Expr) -> bool:
+        return not any(isinstance(x, ir.KIndex) or (isinstance(x, ir.Var) and x.name in body_vars) for x in e.walk())
+
+    def sub(e: ir.Expr) -> ir.Expr:
+        if isinstance(e, ir.Load) and e.field not in written and invariant(e):
+            if e not in names:
+                n, name = 0, f"{e.field}_h"
+                while f"{name}{n}" in taken:
+                    n += 1
+                taken.add(f"{name}{n}")
+                names[e] = ir.Var(f"{name}{n}", e.dtype)
+                new_lets.append(ir.Let(names[e], e))
+            return names[e]
+        if isinstance(e, ir.Select):  # only the condition is evaluated unconditionally
+            return dataclasses.replace(e, cond=sub(e.cond))
+        if isinstance(e, ir.Binary) and e.op in ("and_", "or_"):  # && and || short-circuit
+            return dataclasses.replace(e, lhs=sub(e.lhs))
+        if isinstance(e, ir.Binary):
+            return dataclasses.replace(e, lhs=sub(e.lhs), rhs=sub(e.rhs))
+        if isinstance(e, (ir.Unary, ir.Cast)):
+            return dataclasses.replace(e, arg=sub(e.arg))
+        if isinstance(e, ir.Call):
+            return dataclasses.replace(e, args=tuple(sub(a) for a in e.args))
+        if isinstance(e, ir.Load):
+            return dataclasses.replace(e, index=tuple(sub(a) for a in e.index))
+        if isinstance(e, ir.Table):
+            return dataclasses.replace(e, row=sub(e.row))
+        return e
+
+    body: list[ir.Stmt] = []
+    for st in k.body:  # top level only: statements inside an If run conditionally
+        if isinstance(st, (ir.Let, ir.Store)):
+            body.append(dataclasses.replace(st, value=sub(st.value)))
+        elif isinstance(st, ir.If):
+            body.append(dataclasses.replace(st, cond=sub(st.cond)))
+        else:
+            body.append(st)
+    if not new_lets:
+        return k
+    return dataclasses.replace(k, body=tuple(body), prologue=(*k.prologue, *new_lets))
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels
+
+
+class DeviceRenderer(ExprRenderer):
+    """Device expressions; lookups of staged tables at the kernel's own point read shared memory."""
+
+    def __init__(self, staged: dict[str, int]):
+        super().__init__("", device=True)
+        self.staged = staged  # table -> columns
+
+    def r_Table(self, e: ir.Table) -> str:
+        if e.table in self.staged and isinstance(e.row, ir.HIndex):
+            return f"{cname(e.table)}_sh[icf_i_sh * {self.staged[e.table]} + {e.col}]"
+        return super().r_Table(e)
+
+
+def _level_loop(body: list[str], ind: str, idx: str, unroll: int, first: str, end: str, forward: bool = True) -> list[str]:
+    """Levels [first, end) (backward: end-1 down to first) with `body` (lines using `k`)."""
+    if unroll == 1:
+        head = f"for ({idx} k = {first}; k < {end}; ++k)" if forward else f"for ({idx} k = {end} - 1; k >= {first}; --k)"
+        return [f"{ind}{head} {{", *body, f"{ind}}}"]
+    # unrolled by hand: the body once, as a lambda forced inline, called `unroll` times per step
+    out = [f"{ind}auto icf_level = [&](const {idx} k) __attribute__((always_inline)) {{", *body, f"{ind}}};"]
+    if forward:
+        calls = " ".join(f"icf_level(icf_k + {u});" if u else "icf_level(icf_k);" for u in range(unroll))
+        out += [f"{ind}{idx} icf_k = {first};",
+                f"{ind}for (; icf_k + {unroll} <= {end}; icf_k += {unroll}) {{ {calls} }}",
+                f"{ind}for (; icf_k < {end}; ++icf_k) icf_level(icf_k);  // remainder"]  # fmt: skip
+    else:
+        calls = " ".join(f"icf_level(icf_k - {u});" if u else "icf_level(icf_k);" for u in range(unroll))
+        out += [f"{ind}{idx} icf_k = ({idx}){end} - 1;",
+                f"{ind}for (; icf_k - {unroll - 1} >= {first}; icf_k -= {unroll}) {{ {calls} }}",
+                f"{ind}for (; icf_k >= {first}; --icf_k) icf_level(icf_k);  // remainder"]  # fmt: skip
+    return out
+
+
+def render_kernel_gpu(k: ir.Kernel, program: ir.ProgramIR, launch: KernelLaunch, vendor: str) -> str:
+    idx = index_type(launch)
+    kind = launch.kind
+    bx, by = launch.block
+    hpt, kpt, unroll = launch.h_per_thread, launch.k_per_thread, launch.k_unroll
+    staged = {t: cols for t, cols, _ in launch.smem}
+    r = DeviceRenderer(staged)
     kinds = dict(program.dim_kinds)
+    if kind in ("map2d", "vmap") and kpt > 1:
+        k = hoist_invariant_loads(k)
 
     def store(field: str, value: str) -> str:
         f = program.field(field)
-        idx = tuple(ir.HIndex() if kinds[d] == "horizontal" else ir.KIndex() for d in f.dims)
-        return f"{cname(field)}[{r.offset(cname(field), idx)}] = {value};"
+        index = tuple(ir.HIndex() if kinds[d] == "horizontal" else ir.KIndex() for d in f.dims)
+        return f"{cname(field)}[{r.offset(cname(field), index)}] = {value};"
 
-    kind = f"scan ({'forward' if k.forward else 'backward'})" if k.is_scan else "map"
-    sched = f"block {s.block[0]}x{s.block[1]}, k_per_thread {s.k_per_thread}"
-    lines = [f"// {k.name}: {kind} over {k.domain}; {sched}"]
-    params = kernel_signature(k, program, r)
-    lines.append(f'extern "C" __global__ void {launch_bounds(s, vendor)}')
-    lines.append(f"{k.name}({', '.join(params)}) {{")
-    has_h, has_k = k.domain.hdim is not None, k.domain.k_start is not None
+    what = f"scan ({'forward' if k.forward else 'backward'})" if k.is_scan else "map"
+    lines = [f"// {k.name}: {what} over {k.domain}", f"// schedule: {launch.describe()}"]
+    lines.append(f'extern "C" __global__ void {kernel_attributes(launch, vendor)}')
+    lines.append(f"{k.name}({', '.join(kernel_signature(k, program, r, idx))}) {{")
     ind = "  "
-    if has_h:
-        lines.append(f"{ind}const long long i = (long long)h0 + blockIdx.x * (long long)blockDim.x + threadIdx.x;")
-        lines.append(f"{ind}if (i >= h1) return;")
-    if k.is_scan or not has_k:
-        lines.extend(render_stmts(k.prologue, r, ind, store))
-        for st in k.state:
-            lines.append(f"{ind}{r.ctype(st.var.dtype)} {cname(st.var.name)} = {r(st.init)};")
-        if has_k:
-            loop = "for (long long k = k0; k < k1; ++k)" if k.forward else "for (long long k = k1 - 1; k >= k0; --k)"
-            lines.append(f"{ind}{loop} {{")
-            lines.extend(render_stmts(k.body, r, ind + "  ", store))
-            lines.append(f"{ind}}}")
-        else:
-            lines.extend(render_stmts(k.body, r, ind, store))
-        lines.append("}")
-        return "\n".join(lines)
-    # a map over levels: thread (x, y) computes k_per_thread consecutive levels
-    ky = "threadIdx.x" if not has_h else "threadIdx.y"
-    kb = "blockIdx.x" if not has_h else "blockIdx.y"
-    kd = "blockDim.x" if not has_h else "blockDim.y"
-    kpt = s.k_per_thread
-    lines.append(f"{ind}const long long k_first = (long long)k0 + ({kb} * (long long){kd} + {ky}) * {kpt};")
-    lines.append(f"{ind}if (k_first >= k1) return;")
-    if not has_h:
-        lines.append(f"{ind}const long long i = 0;  // no horizontal dimension")
-    lines.extend(render_stmts(k.prologue, r, ind, store))
-    if kpt == 1:
-        lines.append(f"{ind}{{")
-        lines.append(f"{ind}  const long long k = k_first;")
+    has_h = kind in ("map2d", "hmap", "scan")
+    s = launch.schedule
+    if s.chiplet_remap and kind != "single":
+        lines.append(f"{ind}const unsigned int icf_b = icf_chiplet_block(blockIdx.x, gridDim.x, {s.chiplets}u);")
     else:
-        lines.append(f"{ind}const long long k_last = k_first + {kpt} < (long long)k1 ? k_first + {kpt} : (long long)k1;")
-        lines.append(f"{ind}for (long long k = k_first; k < k_last; ++k) {{")
-    lines.extend(render_stmts(k.body, r, ind + "  ", store))
-    lines.append(f"{ind}}}")
+        lines.append(f"{ind}const unsigned int icf_b = blockIdx.x;")
+
+    if has_h:
+        lines.append(f"{ind}const {idx} icf_i0 = ({idx})h0 + ({idx})icf_b * {bx};  // first point of this block")
+        if hpt > 1:
+            lines.append(f"{ind}const {idx} icf_hs = ({idx})gridDim.x * {bx};  // stride between a thread's points")
+    # shared memory staging: every thread of the block takes part, then one barrier
+    if staged:
+        for t, cols, _ in launch.smem:
+            tb = next(x for x in program.tables if x.name == t)
+            n = hpt * bx * cols
+            ct = r.ctype(tb.dtype)
+            row = f"icf_i0 + icf_e / {cols} % {bx}" + (f" + icf_e / {bx * cols} * icf_hs" if hpt > 1 else "")
+            lines += [
+                f"{ind}__shared__ {ct} {cname(t)}_sh[{n}];  // {t}: {hpt * bx} rows x {cols}",
+                f"{ind}for (int icf_e = threadIdx.y * blockDim.x + threadIdx.x; icf_e < {n}; icf_e += blockDim.x * blockDim.y) {{",
+                f"{ind}  const {idx} icf_row = {row};",
+                f"{ind}  if (icf_row < h1) {cname(t)}_sh[icf_e] = {cname(t)}[icf_row * {cname(t)}_s0 + (icf_e % {cols}) * {cname(t)}_s1];",
+                f"{ind}}}",
+            ]  # fmt: skip
+        lines.append(f"{ind}__syncthreads();  // staged tables ready (no thread has returned before this)")
+
+    if kind == "single":
+        lines.append(f"{ind}if (icf_b != 0 || threadIdx.x != 0) return;  // no horizontal dimension: one thread")
+    if kind in ("map2d", "vmap"):
+        ky, kb, kd = ("threadIdx.y", "blockIdx.y", "blockDim.y") if kind == "map2d" else ("threadIdx.x", "icf_b", "blockDim.x")
+        lines.append(f"{ind}const {idx} k_first = ({idx})k0 + (({idx}){kb} * {kd} + {ky}) * {kpt};")
+        lines.append(f"{ind}if (k_first >= k1) return;")
+        if kpt > 1:
+            lines.append(f"{ind}const {idx} k_last = k_first + {kpt} < ({idx})k1 ? k_first + {kpt} : ({idx})k1;")
+
+    def point(ind: str) -> list[str]:
+        """The work of one horizontal point `i`."""
+        out = render_stmts(k.prologue, r, ind, store)
+        if kind in ("map2d", "vmap"):
+            inner = render_stmts(k.body, r, ind + "  ", store)
+            if kpt == 1:
+                out += [f"{ind}{{", f"{ind}  const {idx} k = k_first;", *inner, f"{ind}}}"]
+            else:
+                out += _level_loop(inner, ind, idx, unroll, "k_first", "k_last")
+        elif k.is_scan:
+            for st in k.state:
+                out.append(f"{ind}{r.ctype(st.var.dtype)} {cname(st.var.name)} = {r(st.init)};")
+            if k.domain.k_start is not None:
+                inner = render_stmts(k.body, r, ind + "  ", store)
+                out += _level_loop(inner, ind, idx, unroll, "k0", "k1", k.forward)
+            else:
+                out += render_stmts(k.body, r, ind, store)
+        else:  # no level loop
+            if k.domain.k_start is not None:  # pragma: no cover - a map over levels is map2d/vmap
+                raise AssertionError(kind)
+            out += render_stmts(k.body, r, ind, store)
+        return out
+
+    if not has_h:
+        lines.append(f"{ind}const {idx} i = 0;  // no horizontal dimension")
+        lines += point(ind)
+    elif hpt == 1:
+        lines.append(f"{ind}const {idx} i = icf_i0 + threadIdx.x;")
+        lines.append(f"{ind}if (i >= h1) return;")
+        if staged:
+            lines.append(f"{ind}const int icf_i_sh = threadIdx.x;  // row of i in the staged tables")
+        lines += point(ind)
+    else:
+        lines.append(f"{ind}for (int icf_h = 0; icf_h < {hpt}; ++icf_h) {{  // h_per_thread points, coalesced")
+        lines.append(f"{ind}  const {idx} i = icf_i0 + threadIdx.x + icf_h * icf_hs;")
+        lines.append(f"{ind}  if (i >= h1) break;")
+        if staged:
+            lines.append(f"{ind}  const int icf_i_sh = icf_h * {bx} + threadIdx.x;  // row of i in the staged tables")
+        lines += point(ind + "  ")
+        lines.append(f"{ind}}}")
     lines.append("}")
     return "\n".join(lines)
 
 
 def render_module_gpu(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: str) -> str:
+    launches = resolve(program, schedule, vendor)
     parts = [
         f"// Generated by icoforge from the GT4Py program `{program.name}` ({vendor.upper()}). Do not edit: regenerate.",
         PRELUDE,
     ]
     for k in program.kernels():
-        parts.append(render_kernel_gpu(k, program, schedule.for_kernel(k.name), vendor))
+        parts.append(render_kernel_gpu(k, program, launches[k.name], vendor))
         parts.append("")
     return "\n".join(parts)
 
@@ -181,35 +360,91 @@ NP_TYPES = {"float64": "np.float64", "float32": "np.float32", "int32": "np.int32
             "uint16": "np.uint16", "uint32": "np.uint32", "uint64": "np.uint64"}  # fmt: skip
 
 
-def render_host_plan(program: ir.ProgramIR, schedule: ProgramSchedule) -> str:
+HOST_HELPERS = '''
+I32_MAX = 2**31 - 1
+
+
+def _ranges(field, ndim):
+    """Index range [lo, hi) per dimension in which kernels address `field` (absolute indices)."""
+    dom = getattr(field, "domain", None)
+    if dom is not None:
+        return [(int(r.start), int(r.stop)) for r in dom.ranges]
+    return [(0, int(n)) for n in getattr(field, "ndarray", field).shape]
+
+
+def _idx32(kernel, name, view, ranges):
+    """`view` with 32-bit strides for an index_bits=32 kernel, refused if an index could overflow."""
+    largest = sum(max(abs(lo), abs(hi)) * abs(int(s)) for (lo, hi), s in zip(ranges, view[1:]))
+    if largest > I32_MAX:
+        raise ScheduleError(
+            f"{kernel}: index_bits=32, but indices into {name} reach {largest:,} (> 2**31 - 1): use index_bits=64"
+        )
+    return (view[0], *(np.int32(s) for s in view[1:]))
+
+
+def _points32(kernel, last):
+    if last > I32_MAX:
+        raise ScheduleError(f"{kernel}: index_bits=32, but thread indices reach {last:,} (> 2**31 - 1): use index_bits=64")
+'''
+
+
+def launch_grid(launch: KernelLaunch) -> tuple[str, str, str]:
+    """(grid, block, largest index a thread forms) as Python expressions over h0, h1, k0, k1."""
+    bx, by = launch.block
+    hpt, kpt = launch.h_per_thread, launch.k_per_thread
+    if launch.kind == "single":
+        return "(1, 1, 1)", "(1, 1, 1)", "max(h1, k1)"
+    if launch.kind == "vmap":
+        n = bx * kpt
+        gx = f"(k1 - k0 + {n - 1}) // {n}"
+        return f"({gx}, 1, 1)", f"({bx}, 1, 1)", f"k0 + ({gx}) * {n}"
+    n = bx * hpt
+    gx = f"(h1 - h0 + {n - 1}) // {n}"
+    h_last = f"h0 + ({gx}) * {n}"
+    if launch.kind == "map2d":
+        m = by * kpt
+        gy = f"(k1 - k0 + {m - 1}) // {m}"
+        return f"({gx}, {gy}, 1)", f"({bx}, {by}, 1)", f"max({h_last}, k0 + ({gy}) * {m})"
+    return f"({gx}, 1, 1)", f"({bx}, 1, 1)", f"max({h_last}, k1)"
+
+
+def render_host_plan(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: str = "cuda") -> str:
     """Python source of `launch(args, offset_provider, kernels, rt)`; `rt` gives views and the pool."""
+    launches = resolve(program, schedule, vendor)
     hr = PyHostRenderer()
     lines = [
         f"# Host plan of `{program.name}` (generated by icoforge).",
         "import math",
         "import numpy as np",
-        "",
-        "def launch(args, offset_provider, kernels, rt):",
+        "from icoforge.backend.schedule import ScheduleError",
     ]
+    if any(la.schedule.index_bits == 32 for la in launches.values()):
+        lines += HOST_HELPERS.splitlines()
+    lines += ["", "def launch(args, offset_provider, kernels, rt):"]
     names = [cname(p.name) for p in program.params]
     lines.append(f"    ({', '.join(names)},) = args" if names else "    pass")
+    ranges: dict[str, str] = {}  # array -> Python expression of its index ranges (32-bit checks)
     for p in program.params:
         if isinstance(p, ir.FieldParam):
             lines.append(f"    v_{p.name} = rt.view({cname(p.name)}, {len(p.dims)}, {NP_TYPES[p.dtype]})")
+            ranges[p.name] = f"_ranges({cname(p.name)}, {len(p.dims)})"
         else:
             lines.append(f"    s_{p.name} = {NP_TYPES[p.dtype]}({cname(p.name)})")
     for t in program.tables:
         lines.append(f"    v_{t.name} = rt.table(offset_provider, {t.name!r})")
+        ranges[t.name] = f"_ranges(offset_provider[{t.name!r}].ndarray, 2)"
     for t in program.temporaries:
         d = t.domain
         h = f"({hr(d.h_start)}, {hr(d.h_end)})" if d.hdim else "None"
         kk = f"({hr(d.k_start)}, {hr(d.k_end)})" if d.k_start is not None else "None"
         lines.append(f"    v_{t.name} = rt.temporary({t.name!r}, {h}, {kk}, {NP_TYPES[t.dtype]})")
+        ranges[t.name] = "[" + ", ".join(x for x in (h, kk) if x != "None") + "]"
 
     def steps(ss: tuple[ir.Step, ...], ind: str) -> None:
         for s in ss:
             if isinstance(s, ir.Kernel):
-                sched = schedule.for_kernel(s.name)
+                la = launches[s.name]
+                wide = la.schedule.index_bits == 64
                 d = s.domain
                 h0, h1 = (hr(d.h_start), hr(d.h_end)) if d.hdim else ("0", "1")
                 k0, k1 = (hr(d.k_start), hr(d.k_end)) if d.k_start is not None else ("0", "1")
@@ -217,25 +452,17 @@ def render_host_plan(program: ir.ProgramIR, schedule: ProgramSchedule) -> str:
                 lines.append(f"{ind}if h0 < h1 and k0 < k1:")
                 for p, v in s.args:
                     lines.append(f"{ind}    s_{p.name} = {NP_TYPES[p.dtype]}({hr(v)})")
+                grid, block, last = launch_grid(la)
+                if not wide:
+                    lines.append(f"{ind}    _points32({s.name!r}, {last})")
                 kargs = []
                 for kind, n in kernel_param_order(s, program):
                     if kind in ("field", "table"):
-                        kargs.append(f"*v_{n}")
+                        kargs.append(f"*v_{n}" if wide else f"*_idx32({s.name!r}, {n!r}, v_{n}, {ranges[n]})")
                     else:
                         dtype = next(p.dtype for p in s.params_used() if p.name == n)
                         kargs.append(f"{NP_TYPES[dtype]}(s_{n})")
                 kargs += ["np.int32(h0)", "np.int32(h1)", "np.int32(k0)", "np.int32(k1)"]
-                bx, by = sched.block
-                if s.is_scan or d.k_start is None:
-                    grid = f"((h1 - h0 + {bx - 1}) // {bx}, 1, 1)"
-                    block = f"({bx}, 1, 1)"
-                elif d.hdim is None:
-                    grid = f"((k1 - k0 + {bx * sched.k_per_thread - 1}) // {bx * sched.k_per_thread}, 1, 1)"
-                    block = f"({bx}, 1, 1)"
-                else:
-                    kk = by * sched.k_per_thread
-                    grid = f"((h1 - h0 + {bx - 1}) // {bx}, (k1 - k0 + {kk - 1}) // {kk}, 1)"
-                    block = f"({bx}, {by}, 1)"
                 lines.append(f"{ind}    rt.launch(kernels[{s.name!r}], {grid}, {block}, ({', '.join(kargs)},))")
             else:
                 lines.append(f"{ind}if {hr(s.cond)}:")
