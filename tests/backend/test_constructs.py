@@ -118,19 +118,38 @@ def host_if(a: gtx.Field[[EdgeDim, KDim], f64], out: gtx.Field[[EdgeDim, KDim], 
 # --- harness ------------------------------------------------------------------------------------
 
 ICOFORGE = make_backend("cpu")
+# Both layouts the CPU target meets: NumPy C order (levels contiguous) and GT4Py's allocator
+# (horizontal contiguous); the generated code picks its loop order per call.
+LAYOUT = {"allocator": None}
+
+
+@pytest.fixture(autouse=True, params=["numpy-order", "gt4py-allocator"])
+def layout(request):
+    LAYOUT["allocator"] = np if request.param == "numpy-order" else ICOFORGE
+    yield request.param
+    LAYOUT["allocator"] = None
+
+
+def _as_field(dims_, data):
+    return gtx.as_field(dims_, data, allocator=LAYOUT["allocator"])
 
 
 def _field(dims_, shape, rng, dtype=np.float64):
     if dtype == bool:
-        return gtx.as_field(dims_, rng.random(shape) < 0.5)
+        return _as_field(dims_, rng.random(shape) < 0.5)
     if np.issubdtype(dtype, np.integer):
-        return gtx.as_field(dims_, rng.integers(-50, 50, shape).astype(dtype))
-    return gtx.as_field(dims_, rng.random(shape) + 0.1)
+        return _as_field(dims_, rng.integers(-50, 50, shape).astype(dtype))
+    return _as_field(dims_, rng.random(shape) + 0.1)
 
 
 def _poisoned(dims_, shape, dtype=np.float64):
     fill = np.nan if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
-    return gtx.as_field(dims_, np.full(shape, fill, dtype=dtype))
+    return _as_field(dims_, np.full(shape, fill, dtype=dtype))
+
+
+def test_layouts_differ(tiny_grid, layout):
+    f = _field([CellDim, KDim], (tiny_grid.num_cells, 10), np.random.default_rng(0))
+    assert (f.ndarray.strides[1] == 8) == (layout == "numpy-order")
 
 
 def run_both(program, grid, make_args, outputs):

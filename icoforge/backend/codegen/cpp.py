@@ -68,10 +68,35 @@ def render_kernel_cpp(k: ir.Kernel, program: ir.ProgramIR) -> str:
         return f"{c}[{r.offset(c, idx)}] = {value};"
 
     has_h, has_k = k.domain.hdim is not None, k.domain.k_start is not None
-    ind = "  "
+    # threads only where there is enough work to pay for the fork/join
+    omp_if = "if ((h1 - h0) * (k1 - k0) >= 65536)"
+    if has_h and has_k and not k.is_scan:
+        # Two loop orders, chosen per call by the layout: levels innermost when they are contiguous
+        # (NumPy C order), the horizontal innermost otherwise (GT4Py's allocators).
+        written = k.fields_written()[0]
+        lines.append(f"  if ({cname(written)}_s1 == 1) {{")
+        lines.extend(_column_loops(k, r, store, omp_if, "    "))
+        lines.append("  } else {")
+        lines.append(f"#pragma omp parallel for collapse(2) schedule(static) {omp_if}")
+        lines.append("    for (long k = k0; k < k1; ++k) {")
+        lines.append("      for (long i = h0; i < h1; ++i) {")
+        lines.extend(render_stmts(k.prologue + k.body, r, "        ", store))
+        lines.append("      }")
+        lines.append("    }")
+        lines.append("  }")
+    else:
+        lines.extend(_column_loops(k, r, store, omp_if, "  "))
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _column_loops(k: ir.Kernel, r: ExprRenderer, store, omp_if: str, ind: str) -> list[str]:
+    """One column per iteration of the horizontal loop: k-invariant values once per column."""
+    lines: list[str] = []
+    has_h, has_k = k.domain.hdim is not None, k.domain.k_start is not None
+    outer = ind
     if has_h:
-        # threads only where there is enough work to pay for the fork/join
-        lines.append("#pragma omp parallel for schedule(static) if ((h1 - h0) * (k1 - k0) >= 65536)")
+        lines.append(f"#pragma omp parallel for schedule(static) {omp_if}")
         lines.append(f"{ind}for (long i = h0; i < h1; ++i) {{")
         ind += "  "
     lines.extend(render_stmts(k.prologue, r, ind, store))
@@ -85,9 +110,8 @@ def render_kernel_cpp(k: ir.Kernel, program: ir.ProgramIR) -> str:
     else:
         lines.extend(render_stmts(k.body, r, ind, store))
     if has_h:
-        lines.append("  }")
-    lines.append("}")
-    return "\n".join(lines)
+        lines.append(f"{outer}}}")
+    return lines
 
 
 def program_dim_kind(program: ir.ProgramIR, dim: str) -> str:
