@@ -45,7 +45,7 @@ class Runtime:
         self.cp = cp
         self.program = program_name
         self.pool: dict[str, Any] = {}
-        self.stream = None  # None: CuPy's current stream
+        self.stream = None  # a cupy.cuda.Stream to launch on; None: CuPy's current stream
 
     def view(self, field: Any, ndim: int, dtype: type) -> tuple:
         arr = getattr(field, "ndarray", field)
@@ -100,7 +100,11 @@ class Runtime:
         return (np.uint64(ptr), *(np.int64(s) for s in strides))
 
     def launch(self, kernel: Any, grid: tuple, block: tuple, args: tuple) -> None:
-        kernel(grid, block, args)
+        if self.stream is None:
+            kernel(grid, block, args)  # CuPy's current stream
+        else:
+            with self.stream:
+                kernel(grid, block, args)
 
 
 @dataclasses.dataclass(frozen=True)
