@@ -1,0 +1,233 @@
+"""Timing: whole programs, each kernel, and the machine's copy bandwidth, measured the same way.
+
+* Whole program: wall clock around `call()` with a device synchronisation (any target).
+* Per kernel on a GPU: CUDA/HIP events around each `rt.launch(...)` of the generated host plan.
+  `KernelTimer.attach(rt)` shadows the `launch` method of one loaded program's `Runtime` instance,
+  so production calls of other programs pay nothing and gpu.py needs no hook; NVTX ranges
+  named after the short kernel names when `cupy.cuda.nvtx` is available.
+* Per kernel on the CPU: the C++ target runs all kernels in one C call, so each kernel is built
+  as a program of its own (same arguments, same temporaries) and timed alone.
+* Ceiling: a device-to-device copy (read + write bytes) -- CuPy on a GPU, threaded NumPy on the CPU.
+CuPy is imported only on GPU paths.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import dataclasses
+import os
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from icoforge.backend import ir
+
+
+@dataclasses.dataclass(frozen=True)
+class Stats:
+    """Seconds over repetitions."""
+
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples) if self.samples else float("nan")
+
+    @property
+    def min(self) -> float:
+        return min(self.samples) if self.samples else float("nan")
+
+    @property
+    def max(self) -> float:
+        return max(self.samples) if self.samples else float("nan")
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / median: how noisy the measurement was."""
+        m = self.median
+        return (self.max - self.min) / m if m and m == m else float("nan")
+
+
+def time_call(call: Callable[[], Any], repeat: int = 10, warmup: int = 1, sync: Callable[[], None] = lambda: None) -> Stats:
+    for _ in range(warmup):
+        call()
+    sync()
+    out = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        call()
+        sync()
+        out.append(time.perf_counter() - t0)
+    return Stats(tuple(out))
+
+
+def positional(program: ir.ProgramIR, args: Mapping[str, Any]) -> list[Any]:
+    """GT4Py's positional order (what our artifacts' callables take); scalars as Python values."""
+    return [args[p.name].item() if isinstance(p, ir.Param) and hasattr(args[p.name], "item") else args[p.name] for p in program.params]
+
+
+# --- GPU: events around each launch ---------------------------------------------------------------
+
+
+def _nvtx():
+    try:
+        from cupy.cuda import nvtx
+
+        return nvtx if getattr(nvtx, "available", True) else None
+    except Exception:
+        return None
+
+
+class KernelTimer:
+    """Events around every launch of one `Runtime` (icoforge.backend.gpu). Off until attached."""
+
+    def __init__(self, nvtx: bool = True):
+        self.records: list[tuple[str, Any, Any]] = []
+        self._nvtx = _nvtx() if nvtx else None
+        self._rt = None
+
+    def attach(self, rt: Any) -> KernelTimer:
+        cp, inner = rt.cp, type(rt).launch  # the class's launch: never wraps a wrapper
+
+        def launch(kernel: Any, grid: tuple, block: tuple, args: tuple) -> None:
+            name = getattr(kernel, "name", None) or repr(kernel)
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            if self._nvtx is not None:
+                self._nvtx.RangePush(name)
+            start.record(rt.stream)
+            inner(rt, kernel, grid, block, args)
+            end.record(rt.stream)
+            if self._nvtx is not None:
+                self._nvtx.RangePop()
+            self.records.append((name, start, end))
+
+        rt.launch = launch  # an instance attribute shadows the method for this runtime only
+        self._rt = rt
+        return self
+
+    def detach(self) -> None:
+        if self._rt is not None and "launch" in vars(self._rt):
+            del self._rt.launch
+        self._rt = None
+
+    def clear(self) -> None:
+        self.records.clear()
+
+    def per_kernel(self) -> dict[str, Stats]:
+        """Seconds per launch, by kernel name (synchronises on the last event)."""
+        if not self.records:
+            return {}
+        self.records[-1][2].synchronize()
+        cp = self._rt.cp if self._rt is not None else __import__("cupy")
+        out: dict[str, list[float]] = {}
+        for name, start, end in self.records:
+            out.setdefault(name, []).append(cp.cuda.get_elapsed_time(start, end) * 1e-3)
+        return {n: Stats(tuple(v)) for n, v in out.items()}
+
+
+def time_gpu_kernels(
+    program: ir.ProgramIR, args: Mapping[str, Any], offset_provider: Any, vendor: str, schedule: Any = None,
+    repeat: int = 20, warmup: int = 2,
+) -> tuple[dict[str, Stats], Stats]:  # fmt: skip
+    """(per-kernel seconds, whole-call seconds) of `program` built for the GPU; args on the device."""
+    import cupy as cp
+
+    from icoforge.backend.gpu import gpu_artifact
+    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+
+    schedule = schedule or ProgramSchedule(default=VENDOR_DEFAULTS[vendor])
+    fn = gpu_artifact(program, vendor, schedule).load()
+    pos = positional(program, args)
+    sync = cp.cuda.runtime.deviceSynchronize
+    whole = time_call(lambda: fn(*pos, offset_provider=offset_provider), repeat, warmup, sync)
+    timer = KernelTimer().attach(fn.icoforge_runtime)
+    try:
+        for _ in range(repeat):
+            fn(*pos, offset_provider=offset_provider)
+        sync()
+        return timer.per_kernel(), whole
+    finally:
+        timer.detach()
+
+
+# --- CPU: one module per kernel -------------------------------------------------------------------
+
+
+def single_kernel_program(program: ir.ProgramIR, kernel: ir.Kernel) -> ir.ProgramIR:
+    """`program` running only `kernel` (unconditionally): same parameters, temporaries, tables."""
+    return ir.replace(program, steps=(kernel,))
+
+
+def cpu_kernel_callables(program: ir.ProgramIR, kernels: Sequence[str] | None = None) -> dict[str, Callable]:
+    """name -> callable(*positional_args, offset_provider=...) running that kernel alone."""
+    from icoforge.backend.build import build_cpu_module
+    from icoforge.backend.codegen.cpp import render_program_cpp
+    from icoforge.backend.workflow import CPUArtifact, module_name_for
+
+    out = {}
+    for k in program.kernels():
+        if kernels is not None and k.name not in kernels:
+            continue
+        sub = single_kernel_program(program, k)
+        name = module_name_for(sub)
+        so, _ = build_cpu_module(render_program_cpp(sub, name), name)
+        out[k.name] = CPUArtifact(str(so), name, program.name).load()
+    return out
+
+
+def time_cpu_kernels(
+    program: ir.ProgramIR, args: Mapping[str, Any], offset_provider: Any, kernels: Sequence[str] | None = None,
+    repeat: int = 10, warmup: int = 1,
+) -> dict[str, Stats]:  # fmt: skip
+    """Seconds of each kernel run alone on the CPU (outputs are overwritten: pass scratch args)."""
+    pos = positional(program, args)
+    calls = cpu_kernel_callables(program, kernels)
+    return {n: time_call(lambda f=f: f(*pos, offset_provider=offset_provider), repeat, warmup) for n, f in calls.items()}
+
+
+# --- copy bandwidth ceiling ----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Ceiling:
+    bytes_per_s: float  # read + write bytes of the best copy
+    how: str
+
+
+def cpu_copy_bandwidth(nbytes: int = 256 << 20, repeat: int = 8, threads: int | None = None) -> Ceiling:
+    """Best read+write bandwidth of a NumPy copy split over `threads` (np.copyto releases the GIL),
+    arrays far larger than any cache."""
+    threads = threads or int(os.environ.get("OMP_NUM_THREADS", 0)) or os.cpu_count() or 1
+    n = nbytes // 8
+    src, dst = np.ones(n), np.empty(n)
+    bounds = np.linspace(0, n, threads + 1).astype(int)
+    chunks = [(dst[a:b], src[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    with cf.ThreadPoolExecutor(threads) as pool:
+
+        def copy() -> None:
+            list(pool.map(lambda c: np.copyto(*c), chunks))
+
+        stats = time_call(copy, repeat, warmup=1)
+    return Ceiling(2 * n * 8 / stats.min, f"NumPy copy, {threads} threads, 2 x {n * 8 >> 20} MiB")
+
+
+def gpu_copy_bandwidth(nbytes: int = 1 << 30, repeat: int = 10) -> Ceiling:
+    """Best read+write bandwidth of a CuPy device-to-device copy, timed with events."""
+    import cupy as cp
+
+    n = nbytes // 8
+    src, dst = cp.ones(n), cp.empty(n)
+    best = float("inf")
+    for i in range(repeat + 1):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        cp.copyto(dst, src)
+        end.record()
+        end.synchronize()
+        if i:  # the first is warm-up
+            best = min(best, cp.cuda.get_elapsed_time(start, end) * 1e-3)
+    del src, dst
+    return Ceiling(2 * n * 8 / best, f"CuPy copy, 2 x {n * 8 >> 20} MiB")
