@@ -1,0 +1,149 @@
+"""Schedules as data: validation messages, JSON, CLI settings, lookup order, and the chiplet
+remap permutation (the prelude's C function, compiled for the host)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from icoforge.backend.codegen.cuda import PRELUDE
+from icoforge.backend.schedule import ProgramSchedule, Schedule, ScheduleError
+from icoforge.errors import UnknownNameError
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(block=(2048, 1)), r"block 2048x1 = 2048 threads exceeds 1024"),
+        (dict(block=(256, 8)), r"block 256x8 = 2048 threads exceeds 1024"),
+        (dict(block=(0, 1)), r"must be positive"),
+        (dict(block=(128,)), r"two integers"),
+        (dict(k_per_thread=0), r"k_per_thread must be an integer >= 1, got 0"),
+        (dict(k_unroll=0), r"k_unroll must be an integer >= 1, got 0"),
+        (dict(h_per_thread=-2), r"h_per_thread must be an integer >= 1, got -2"),
+        (dict(chiplets=0), r"chiplets must be an integer >= 1"),
+        (dict(index_bits=16), r"index_bits must be 32 or 64, got 16"),
+        (dict(max_registers=8), r"max_registers must be in \[16, 255\], got 8"),
+        (dict(max_registers=300), r"max_registers must be in \[16, 255\]"),
+        (dict(min_blocks_per_sm=0), r"min_blocks_per_sm must be >= 1"),
+        (dict(smem_tables=("C2E", "C2E")), r"names a table twice"),
+        (dict(smem_tables=("*", "C2E")), r"'\*' already names every table"),
+        (dict(smem_tables=("C2E; evil",)), r"table names or '\*'"),
+        (dict(chiplet_remap=1), r"chiplet_remap must be true or false"),
+    ],
+)
+def test_illegal_schedules_are_refused_with_a_clear_message(changes, message):
+    with pytest.raises(ScheduleError, match=message):
+        Schedule(**changes).validate()
+
+
+def legal_schedules():
+    def build(bx, by, kpt, unroll, hpt, smem, regs, blocks, bits, remap, chiplets):
+        while bx * by > 1024:
+            by //= 2
+        return Schedule(
+            block=(bx, by), k_per_thread=kpt, k_unroll=unroll, h_per_thread=hpt, smem_tables=smem,
+            max_registers=regs, min_blocks_per_sm=blocks, index_bits=bits, chiplet_remap=remap, chiplets=chiplets,
+        )  # fmt: skip
+
+    return st.builds(
+        build,
+        st.integers(1, 1024), st.sampled_from([1, 2, 4, 8]), st.integers(1, 16), st.integers(1, 8), st.integers(1, 8),
+        st.sampled_from([(), ("*",), ("C2E",), ("E2C", "C2E")]), st.none() | st.integers(16, 255),
+        st.none() | st.integers(1, 8), st.sampled_from([32, 64]), st.booleans(), st.integers(1, 12),
+    )  # fmt: skip
+
+
+@settings(max_examples=50, deadline=None)
+@given(legal_schedules())
+def test_schedule_json_round_trip(s):
+    s.validate()
+    assert Schedule.from_json(s.to_json()) == s
+    ps = ProgramSchedule(default=s, per_kernel={"x_k1": s.replace(k_unroll=2)}, per_program={"p": s}, smem_limit_bytes=1024)
+    assert ProgramSchedule.loads(ps.dumps()) == ps
+    assert ProgramSchedule.loads(ps.dumps()).key() == ps.key()
+
+
+def test_unknown_json_keys_are_refused():
+    with pytest.raises(ScheduleError, match=r"unknown schedule parameters \['k_unrol'\]"):
+        Schedule.from_json({"k_unrol": 2})
+    with pytest.raises(ScheduleError, match="unknown program-schedule keys"):
+        ProgramSchedule.from_json({"defaults": {}})
+    with pytest.raises(ScheduleError, match="exceeds 1024"):
+        ProgramSchedule.from_json({"per_kernel": {"a_k0": {"block": [64, 32]}}})
+
+
+def test_settings_from_the_command_line():
+    s = Schedule().with_settings(
+        ["block=32x8", "k_per_thread=4", "k_unroll=2", "h_per_thread=3", "smem_tables=C2E,E2C",
+         "max_registers=64", "index_bits=32", "chiplet_remap=true", "chiplets=4"]
+    )  # fmt: skip
+    assert s == Schedule(block=(32, 8), k_per_thread=4, k_unroll=2, h_per_thread=3, smem_tables=("C2E", "E2C"),
+                         max_registers=64, index_bits=32, chiplet_remap=True, chiplets=4)  # fmt: skip
+    assert Schedule().with_settings(["block=256"]).block == (256, 1)
+    assert s.with_settings(["max_registers=none", "smem_tables=-"]).max_registers is None
+    with pytest.raises(UnknownNameError, match="Did you mean 'k_unroll'"):
+        Schedule().with_settings(["k_unrol=2"])
+    with pytest.raises(ScheduleError, match="cannot read 'four'"):
+        Schedule().with_settings(["k_per_thread=four"])
+    with pytest.raises(ScheduleError, match="exceeds 1024"):
+        Schedule().with_settings(["block=64,32"])
+    with pytest.raises(ScheduleError, match="expected NAME=VALUE"):
+        Schedule().with_settings(["block"])
+
+
+def test_lookup_order_kernel_then_program_then_default():
+    d, p, k = Schedule(), Schedule(block=(256, 1)), Schedule(block=(32, 8))
+    ps = ProgramSchedule(default=d, per_kernel={"prog_k1": k}, per_program={"prog": p})
+    assert ps.for_kernel("prog_k1", "prog") == k
+    assert ps.for_kernel("prog_k0", "prog") == p
+    assert ps.for_kernel("other_k0", "other") == d
+    assert ps.with_kernel("prog_k0", k).for_kernel("prog_k0", "prog") == k
+    assert ps.smem_limit("cuda") == 48 * 1024 and ps.smem_limit("hip") == 64 * 1024
+
+
+CHIPLET_MAIN = r"""
+#include <cstdio>
+int main() {
+  for (unsigned int n = 1; n <= 9; ++n)
+    for (unsigned int nb = 1; nb <= 100; ++nb) {
+      printf("%u %u", n, nb);
+      for (unsigned int b = 0; b < nb; ++b) printf(" %u", icf_chiplet_block(b, nb, n));
+      printf("\n");
+    }
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="no host C++ compiler")
+def test_chiplet_remap_is_a_bijection_that_keeps_each_chiplets_blocks_consecutive(tmp_path):
+    """The prelude's own function, compiled for the host: for every grid size (also when the
+    chiplet count does not divide it) block numbers are a permutation, and the blocks the
+    hardware deals to chiplet x (b % n == x) get one contiguous range, in order."""
+    fn = PRELUDE[PRELUDE.index("__device__ __forceinline__ unsigned int icf_chiplet_block") :]
+    fn = fn[: fn.index("\n}\n") + 3].replace("__device__ __forceinline__", "static inline")
+    src = tmp_path / "remap.cpp"
+    src.write_text(fn + CHIPLET_MAIN)
+    exe = tmp_path / "remap"
+    subprocess.run(["c++", "-O1", "-o", str(exe), str(src)], check=True)
+    for line in subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.splitlines():
+        n, nb, *perm = map(int, line.split())
+        assert sorted(perm) == list(range(nb)), (n, nb, perm)
+        for x in range(n):
+            mine = [perm[b] for b in range(nb) if b % n == x]
+            if mine:
+                assert mine == list(range(mine[0], mine[0] + len(mine))), (n, nb, x, mine)
+        if n == 1:
+            assert perm == list(range(nb))
+
+
+def test_schedule_description_names_every_knob():
+    text = Schedule(max_registers=64, chiplet_remap=True).describe()
+    for knob in ("block", "k_per_thread", "k_unroll", "h_per_thread", "smem_tables", "index_bits", "max_registers",
+                 "chiplet_remap 8"):  # fmt: skip
+        assert re.search(knob, text), knob
