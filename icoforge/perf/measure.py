@@ -1,9 +1,9 @@
 """One measurement: a suite program on a grid and backend -> model costs, per-kernel and whole-call
 times, the copy-bandwidth ceiling of the same run, and the FP64 peak; then the roofline files.
 
-The whole call runs through GT4Py exactly as a user runs it (`suite.runner.prepare`, int scalars
-static like icon4py); per-kernel times come from our own builds of the same kernel IR with
-run-time scalars (timing.py), so their sum may differ a little from the whole call.
+The whole call runs through GT4Py exactly as a user runs it (`suite.runner.prepare`, int and bool
+scalars static like icon4py); per-kernel times come from our own builds of the same kernel IR
+(static.py), one kernel at a time on the CPU, with events on the GPU (timing.py).
 """
 
 from __future__ import annotations
@@ -83,17 +83,17 @@ def measure(
     program: str, grid: Any, backend: str = "icoforge-cpu", repeat: int = 10, seed: int = 0,
     peak_gflops: float | None = None, status: Callable[[str], None] = lambda s: None,
 ) -> Measurement:  # fmt: skip
-    from icoforge.backend.precompile import program_ir
+    from icoforge.perf.static import suite_program_ir
     from icoforge.suite import get_backend, get_program, make_inputs, prepare
     from icoforge.suite.runner import synchronizer
 
     if backend not in BACKENDS:
         raise IcoforgeError(f"roofline backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     info = get_program(program)
-    status(f"GT4Py passes and lowering of {program}")
-    pir = program_ir(info.program, grid.connectivities)
     backend_obj = get_backend(backend)
     args = make_inputs(info, grid, seed, allocator=backend_obj)
+    status(f"GT4Py passes and lowering of {program}")
+    pir = suite_program_ir(info, grid, args)  # the kernels `prepare` compiles (static int scalars)
     cost = cost_of_call(pir, args, grid.connectivities)
     executed = [k.name for k in cost.kernels if k.executed]
 

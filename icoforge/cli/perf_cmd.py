@@ -1,0 +1,209 @@
+"""`icoforge explain | roofline | profile`: what the compiler made of a program, and where it stands
+against the hardware."""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import shutil
+import subprocess
+
+from rich.console import Console
+from rich.table import Table
+
+from icoforge.errors import IcoforgeError
+
+
+def _console() -> Console:
+    console = Console()
+    return console if console.is_terminal else Console(width=200)
+
+
+def _grid_args(p: argparse.ArgumentParser, grid: str, levels: int) -> None:
+    p.add_argument("--grid", default=grid, help=f"grid preset or ICON NetCDF file (default {grid})")
+    p.add_argument("--levels", type=int, default=levels, help=f"vertical levels (default {levels})")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "explain", help="a program page by page: GT4Py source, GTIR, GTIR after passes, kernel IR with costs, generated code"
+    )
+    p.add_argument("program", help="program name (see `icoforge list`)")
+    _grid_args(p, "R2B3", 10)
+    p.add_argument("--target", default="cuda", choices=("cpp", "cuda", "hip"), help="generated code to show (default cuda)")
+    p.add_argument(
+        "--stage", action="append", default=[], metavar="STAGE",
+        help="all | source | gtir | passes | ir | code (repeatable or comma-separated; default all, or only the diff with --diff)",
+    )  # fmt: skip
+    p.add_argument("--set", dest="settings", action="append", default=[], metavar="NAME=VALUE",
+                   help="schedule parameter for the GPU pages, e.g. block=256,1 k_per_thread=4 (repeatable)")  # fmt: skip
+    p.add_argument("--diff", metavar="BLOCKX,BLOCKY",
+                   help="unified diff of the generated GPU code against this block (or 'NAME=VALUE;...' settings)")  # fmt: skip
+    p.add_argument("--static", default="icon4py", choices=("icon4py", "none"),
+                   help="compile-time scalars: icon4py = int and bool scalars, as `icoforge run` (default)")  # fmt: skip
+    p.add_argument("--pager", action="store_true", help="page through the output (terminal only)")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="syntax highlighting (default: on a terminal)")
+    p.set_defaults(func=cmd_explain)
+
+    p = subparsers.add_parser("roofline", help="time a program per kernel and draw its roofline (PNG + Markdown table)")
+    p.add_argument("program", help="program name (see `icoforge list`)")
+    _grid_args(p, "R2B4", 80)
+    p.add_argument("--backend", default="icoforge-cpu", choices=("icoforge-cpu", "icoforge-cuda", "icoforge-hip"))
+    p.add_argument("--out", default=None, help="PNG path (default roofline_<program>_<grid>_<levels>.png); a .md lands beside it")
+    p.add_argument("--repeat", type=int, default=10, help="timed calls (default 10)")
+    p.add_argument("--peak-gflops", type=float, default=None, help="FP64 peak in GFLOP/s (default: data sheet / nominal CPU)")
+    p.set_defaults(func=cmd_roofline)
+
+    p = subparsers.add_parser(
+        "profile", help="ncu / nsys / rocprof command line restricted to the program's kernels; --run runs it and parses the metrics"
+    )
+    p.add_argument("program", help="program name (see `icoforge list`)")
+    _grid_args(p, "R2B4", 80)
+    p.add_argument("--tool", required=True, choices=("ncu", "nsys", "rocprof"))
+    p.add_argument("--backend", default=None, help="backend the profiled run uses (default icoforge-cuda, icoforge-hip for rocprof)")
+    p.add_argument("--repeat", type=int, default=3, help="timed calls of the profiled run (default 3)")
+    p.add_argument("--out", default="icoforge-profile", help="output prefix / directory (default icoforge-profile)")
+    p.add_argument("--run", action="store_true", help="run the profiler and print the parsed metrics beside the model")
+    p.set_defaults(func=cmd_profile)
+
+
+def _load_grid(args: argparse.Namespace):
+    from icoforge.grids import load_grid
+
+    if args.levels <= 0:
+        raise IcoforgeError(f"--levels must be a positive number of levels, got {args.levels}")
+    return load_grid(args.grid, levels=args.levels)
+
+
+# --- explain --------------------------------------------------------------------------------------
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from icoforge.perf.explain import STAGES, explain, render
+
+    stages = [s.strip() for item in args.stage for s in item.split(",") if s.strip()]
+    if not stages:
+        stages = [] if args.diff else list(STAGES)
+    if "all" in stages:
+        stages = list(STAGES)
+    needs_grid = bool({"passes", "ir", "code"} & set(stages)) or args.diff is not None
+    grid = _load_grid(args) if needs_grid else None
+    pages = explain(args.program, grid, args.target, stages, args.settings, args.diff, static_params=args.static)
+    color = None if args.color == "auto" else args.color == "always"
+    render(pages, color=color, pager=args.pager)
+    return 0
+
+
+# --- roofline -------------------------------------------------------------------------------------
+
+
+def cmd_roofline(args: argparse.Namespace) -> int:
+    from icoforge.perf.measure import measure, write_roofline
+
+    if args.program == "greenline":
+        raise IcoforgeError("roofline of the greenline granule is not available yet: give one program")
+    if args.repeat < 1:
+        raise IcoforgeError(f"--repeat must be at least 1, got {args.repeat}")
+    console = _console()
+    grid = _load_grid(args)
+    with console.status("measuring") as status:
+        m = measure(args.program, grid, args.backend, args.repeat, peak_gflops=args.peak_gflops, status=status.update)
+        fig = write_roofline(m, args.out)
+    table = Table(title=f"{m.program} on {m.grid}/{m.levels}, {m.backend} ({m.device})")
+    for col in ("kernel", "MB", "MFLOP", "flop/B", "median ms", "GB/s", "% of copy"):
+        table.add_column(col, justify="left" if col == "kernel" else "right")
+    bw = m.ceiling.bytes_per_s
+    for p in m.points():
+        gbs = p.bytes_per_s
+        table.add_row(
+            f"[bold]{p.name}[/bold]" if p.kind == "program" else p.name,
+            f"{p.bytes / 1e6:.3f}", f"{p.flops / 1e6:.3f}", f"{p.ai:.3f}",
+            "–" if p.seconds is None else f"{p.seconds * 1e3:.4f}",
+            "–" if gbs is None else f"{gbs / 1e9:.1f}",
+            "–" if gbs is None else f"{100 * gbs / bw:.1f}",
+        )  # fmt: skip
+    console.print(table)
+    console.print(f"copy bandwidth {bw / 1e9:.1f} GB/s ({m.ceiling.how}); FP64 peak {m.peak_flops / 1e9:.0f} GFLOP/s ({m.peak_how})")
+    console.print(f"wrote {fig.png} and {fig.markdown}")
+    return 0
+
+
+# --- profile --------------------------------------------------------------------------------------
+
+
+def _kernel_names(args: argparse.Namespace, grid) -> tuple[list[str], object]:
+    from icoforge.perf.model import program_cost
+    from icoforge.perf.sizes import suite_sizes
+    from icoforge.perf.static import suite_program_ir
+    from icoforge.suite import get_program
+
+    # the kernels `icoforge run` compiles: int/bool scalars static (kernel names depend on it)
+    info = get_program(args.program)
+    sizes = suite_sizes(info, grid)
+    pir = suite_program_ir(info, grid, sizes.scalars)
+    return [k.name for k in pir.kernels()], program_cost(pir, sizes)
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from icoforge.perf import profile
+
+    backend = args.backend or ("icoforge-hip" if args.tool == "rocprof" else "icoforge-cuda")
+    console = _console()
+    grid = _load_grid(args)
+    with console.status("GT4Py passes and lowering (for the kernel names)"):
+        names, cost = _kernel_names(args, grid)
+    target = profile.target_command(args.program, args.grid, args.levels, backend, args.repeat)
+    cmds = profile.profile_commands(args.tool, names, target, args.out)
+    if not args.run:
+        for c in cmds:
+            print(profile.shell_line(c))
+        return 0
+    exe = cmds[0][0]
+    if shutil.which(exe) is None:
+        raise IcoforgeError(f"{exe} is not on PATH")
+    for c in cmds:
+        console.print(f"[dim]$ {profile.shell_line(c)}[/dim]", soft_wrap=True)
+        res = subprocess.run(c)
+        if res.returncode != 0:
+            raise IcoforgeError(f"{exe} exited with status {res.returncode}")
+    metrics = _read_metrics(args.tool, args.out, names)
+    _print_profile(console, args, cost, metrics)
+    return 0 if metrics else 1
+
+
+def _read_metrics(tool: str, out: str, names: list[str]):
+    from icoforge.perf import profile
+
+    if tool == "ncu":
+        return profile.parse_ncu_csv(pathlib.Path(f"{out}.csv").read_text())
+    if tool == "nsys":
+        found = sorted(pathlib.Path(out).parent.glob(f"{pathlib.Path(out).name}*kern_sum*.csv"))
+        if not found:
+            raise IcoforgeError(f"nsys stats wrote no cuda_gpu_kern_sum CSV next to {out}")
+        return profile.only(profile.parse_nsys_kernsum(found[-1].read_text()), names)
+    found = sorted(pathlib.Path(out).rglob("*kernel_trace.csv"))
+    if not found:
+        raise IcoforgeError(f"rocprofv3 wrote no kernel_trace.csv under {out}")
+    return profile.only(profile.parse_rocprof_kernel_trace(found[-1].read_text()), names)
+
+
+def _print_profile(console: Console, args: argparse.Namespace, cost, metrics) -> None:
+    def f(v, scale=1.0, fmt="{:.1f}"):
+        return "–" if v is None else fmt.format(v / scale)
+
+    table = Table(title=f"{args.program} on {args.grid}/{args.levels}: {args.tool} vs the byte model")
+    for col in ("kernel", "launches", "median ms", "model MB", "DRAM MB", "DRAM/model", "DRAM GB/s", "L1 hit %",
+                "L2 hit %", "occupancy %", "registers"):  # fmt: skip
+        table.add_column(col, justify="left" if col == "kernel" else "right")
+    for k in cost.kernels:
+        m = metrics.get(k.name)
+        if m is None:
+            table.add_row(k.name, "0", *["–"] * 9)
+            continue
+        ratio = m.dram_bytes / k.bytes if m.dram_bytes is not None and k.bytes else None
+        table.add_row(
+            k.name, str(m.launches), f(m.seconds, 1e-3, "{:.4f}"), f(k.bytes, 1e6, "{:.3f}"), f(m.dram_bytes, 1e6, "{:.3f}"),
+            f(ratio, 1, "{:.2f}"), f(m.dram_bytes_per_s, 1e9), f(m.l1_hit_pct), f(m.l2_hit_pct), f(m.occupancy_pct),
+            f(m.registers, 1, "{:.0f}"),
+        )  # fmt: skip
+    console.print(table)

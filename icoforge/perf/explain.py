@@ -1,0 +1,282 @@
+"""`icoforge explain`: a program from its GT4Py source to the generated code, one page per stage.
+
+Stages (each a plain function of the previous one, as in the compiler):
+  source  -- the GT4Py program and the field/scan operators it calls (inspect.getsource)
+  gtir    -- `program.gtir`, before any pass (milliseconds)
+  passes  -- after GT4Py's passes (`workflow.gt4py_passes`, cached on disk; seconds to minutes)
+  ir      -- our kernel IR, each kernel with its schedule and compulsory bytes / flops
+  code    -- the generated source of each kernel (C++ or CUDA/HIP; plus the GPU host plan)
+  diff    -- unified diff of the generated GPU module between two schedules
+Pages are data (`Page`); `render` prints them with rich's syntax highlighting on a terminal and
+as plain text when piped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import inspect
+import re
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+from icoforge.errors import IcoforgeError
+
+STAGES = ("source", "gtir", "passes", "ir", "code")
+TARGETS = ("cpp", "cuda", "hip")
+
+
+@dataclasses.dataclass(frozen=True)
+class Page:
+    stage: str
+    title: str
+    text: str
+    lexer: str = "text"  # a Pygments lexer name
+
+
+# --- source ---------------------------------------------------------------------------------------
+
+
+def _is_gt4py_operator(obj: Any) -> bool:
+    return type(obj).__module__.startswith("gt4py.next.ffront") and callable(getattr(obj, "definition", None))
+
+
+def gt4py_sources(program: Any) -> list[tuple[str, str]]:
+    """(name, source) of the program's definition and, breadth first, every GT4Py field/scan
+    operator it calls (icon4py programs are thin wrappers around `_operator(...)`)."""
+    out, seen, queue = [], set(), [program.definition]
+    while queue:
+        fn = queue.pop(0)
+        if fn in seen:
+            continue
+        seen.add(fn)
+        try:
+            src = inspect.getsource(fn)
+        except (OSError, TypeError):
+            src = f"# source of {fn.__qualname__} not available\n"
+        out.append((f"{fn.__module__}.{fn.__qualname__}", src))
+        for name in fn.__code__.co_names:
+            obj = fn.__globals__.get(name)
+            if _is_gt4py_operator(obj):
+                queue.append(obj.definition)
+    return out
+
+
+def source_page(info: Any) -> Page:
+    parts = [f"# --- {name}\n{src}" for name, src in gt4py_sources(info.program)]
+    return Page("source", f"GT4Py source: {info.name}", "\n".join(parts), "python")
+
+
+def gtir_page(info: Any) -> Page:
+    return Page("gtir", "GTIR before GT4Py's passes (program.gtir)", str(info.program.gtir))
+
+
+def compilable(info: Any, grid: Any, sizes: Any, static_params: str) -> Any:
+    """The executor's input: with the suite's int/bool scalars bound (what `icoforge run` and icon4py
+    compile) unless static_params == "none"."""
+    from icoforge.perf.static import compilable_program_static
+    from icoforge.suite.runner import static_param_names
+    from icoforge.suite.specs import cast_scalar
+
+    names = static_param_names(info, static_params)
+    static = {n: cast_scalar(sizes.scalars[n], info.param(n).dtype) for n in names}
+    return compilable_program_static(info.program, grid.connectivities, static)
+
+
+def passes_page(inp: Any, static: dict) -> Page:
+    from icoforge.backend import workflow
+
+    transformed, hit = workflow.cached_passes(inp)
+    bound = ", ".join(f"{k}={v}" for k, v in static.items()) or "none"
+    return Page("passes", f"GTIR after GT4Py's passes{' (cached)' if hit else ''}; static scalars: {bound}", str(transformed))
+
+
+# --- kernel IR with schedules and costs -----------------------------------------------------------
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.3f} MB"
+
+
+def kernel_summary(cost: Any) -> str:
+    ran = "" if cost.executed else "  [not run with these arguments]"
+    return (
+        f"{cost.kind} over {cost.h_points} x {cost.k_levels} points; compulsory bytes: read "
+        f"{_mb(cost.bytes_read)} (tables {_mb(cost.table_bytes)}), written {_mb(cost.bytes_written)}; "
+        f"{cost.flops:,} flop; {cost.arithmetic_intensity:.3f} flop/B{ran}"
+    )
+
+
+def ir_text(pir: Any, costs: Any, schedules: dict[str, str]) -> str:
+    """The program IR as `str(ProgramIR)` prints it, with two comment lines above each kernel."""
+    lines = []
+    for ln in str(pir).splitlines():  # the header: parameters, temporaries, tables
+        if ln.startswith(("kernel ", "host if ")):
+            break
+        lines.append(ln)
+    by_name = {k.name: k for k in costs.kernels}
+
+    def visit(steps, indent: str) -> None:
+        from icoforge.backend import ir
+
+        for s in steps:
+            if isinstance(s, ir.Kernel):
+                lines.append(f"{indent}# schedule: {schedules.get(s.name, '-')}")
+                lines.append(f"{indent}# {kernel_summary(by_name[s.name])}")
+                lines.extend(indent + ln for ln in str(s).splitlines())
+            else:
+                lines.append(f"{indent}host if ({s.cond}) {{")
+                visit(s.then, indent + "  ")
+                lines.append(f"{indent}}} else {{")
+                visit(s.orelse, indent + "  ")
+                lines.append(f"{indent}}}")
+
+    visit(pir.steps, "")
+    lines.append(
+        f"# program total: {_mb(costs.bytes_read)} read, {_mb(costs.bytes_written)} written, "
+        f"{costs.flops:,} flop, {costs.arithmetic_intensity:.3f} flop/B"
+    )
+    return "\n".join(lines)
+
+
+def gpu_schedule(target: str, settings: Iterable[str] = ()) -> Any:
+    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+
+    return ProgramSchedule(default=VENDOR_DEFAULTS[target].with_settings(list(settings)))
+
+
+def schedule_descriptions(pir: Any, target: str, schedule: Any) -> dict[str, str]:
+    if target == "cpp":
+        return {k.name: "C++/OpenMP: threads over horizontal points, levels in an inner loop" for k in pir.kernels()}
+    from icoforge.backend.schedule import resolve
+
+    return {name: la.describe() for name, la in resolve(pir, schedule, target).items()}
+
+
+# --- generated code ------------------------------------------------------------------------------
+
+
+def code_pages(pir: Any, target: str, schedule: Any) -> list[Page]:
+    pages = []
+    if target == "cpp":
+        from icoforge.backend.codegen.cpp import render_kernel_cpp
+
+        for k in pir.kernels():
+            pages.append(Page("code", f"C++ of {k.name}", render_kernel_cpp(k, pir), "cpp"))
+        return pages
+    from icoforge.backend.codegen.cuda import render_host_plan, render_kernel_gpu
+    from icoforge.backend.schedule import resolve
+
+    launches = resolve(pir, schedule, target)
+    lexer = "cuda" if target == "cuda" else "cpp"
+    for k in pir.kernels():
+        pages.append(Page("code", f"{target.upper()} of {k.name}", render_kernel_gpu(k, pir, launches[k.name], target), lexer))
+    pages.append(Page("code", "host plan (Python)", render_host_plan(pir, schedule, target), "python"))
+    return pages
+
+
+def parse_diff_spec(spec: str) -> list[str]:
+    """`256,1` (a block) or `NAME=VALUE[;NAME=VALUE]` -> schedule settings."""
+    if re.fullmatch(r"\s*\d+\s*[,x]\s*\d+\s*", spec):
+        return [f"block={spec.strip()}"]
+    settings = [s for s in re.split(r"[;\s]+", spec) if s]
+    if not all("=" in s for s in settings):
+        raise IcoforgeError(f"--diff {spec!r}: expected BLOCKX,BLOCKY or NAME=VALUE settings")
+    return settings
+
+
+def diff_page(pir: Any, target: str, settings: list[str], other: list[str]) -> Page:
+    from icoforge.backend.codegen.cuda import render_module_gpu
+
+    vendor = "cuda" if target == "cpp" else target
+    a, b = gpu_schedule(vendor, settings), gpu_schedule(vendor, [*settings, *other])
+    left = render_module_gpu(pir, a, vendor).splitlines(keepends=True)
+    right = render_module_gpu(pir, b, vendor).splitlines(keepends=True)
+    name_a, name_b = a.default.describe(), b.default.describe()
+    text = "".join(difflib.unified_diff(left, right, f"{vendor}: {name_a}", f"{vendor}: {name_b}", n=2))
+    return Page("diff", f"{vendor.upper()} code: {' '.join(settings) or 'default'} -> {' '.join(other)}",
+                text or "(no difference in the generated code)\n", "diff")  # fmt: skip
+
+
+# --- all pages ------------------------------------------------------------------------------------
+
+
+def explain(
+    program: str, grid: Any = None, target: str = "cuda", stages: Iterable[str] = STAGES,
+    settings: Iterable[str] = (), diff: str | None = None, seed: int = 0, static_params: str = "icon4py",
+) -> list[Page]:  # fmt: skip
+    """Pages for `program`. `grid` (an icoforge grid) is needed from the "passes" stage on and for
+    --diff; `settings` are schedule NAME=VALUE strings for the GPU pages; scalars (and the static
+    ones bound at compile time) are the suite's (`suite.ranges`)."""
+    from icoforge.suite import get_program
+
+    if target not in TARGETS:
+        raise IcoforgeError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+    stages = list(stages)
+    unknown = [s for s in stages if s not in STAGES]
+    if unknown:
+        raise IcoforgeError(f"unknown stage {unknown[0]!r}; choose from {', '.join(STAGES)} or all")
+    info = get_program(program)
+    settings = list(settings)
+    needs_ir = bool({"ir", "code"} & set(stages)) or diff is not None
+    if (needs_ir or "passes" in stages) and grid is None:
+        raise IcoforgeError("explain: the passes, ir, code and diff pages need a grid")
+    pages: list[Page] = []
+    if "source" in stages:
+        pages.append(source_page(info))
+    if "gtir" in stages:
+        pages.append(gtir_page(info))
+    if grid is None or not (needs_ir or "passes" in stages):
+        return pages
+    from icoforge.backend import workflow
+    from icoforge.perf.model import program_cost
+    from icoforge.perf.sizes import suite_sizes
+    from icoforge.suite.runner import static_param_names
+
+    sizes = suite_sizes(info, grid, seed)
+    inp = compilable(info, grid, sizes, static_params)
+    if "passes" in stages:
+        pages.append(passes_page(inp, {n: sizes.scalars[n] for n in static_param_names(info, static_params)}))
+    if needs_ir:
+        pir = workflow.translate(inp)[0].program
+        schedule = gpu_schedule(target, settings) if target != "cpp" else None
+        if "ir" in stages:
+            costs = program_cost(pir, sizes)
+            title = f"kernel IR ({len(pir.kernels())} kernels; costs on {grid.name}/{grid.num_levels} levels)"
+            pages.append(Page("ir", title, ir_text(pir, costs, schedule_descriptions(pir, target, schedule))))
+        if "code" in stages:
+            pages.extend(code_pages(pir, target, schedule))
+        if diff is not None:
+            pages.append(diff_page(pir, target, settings, parse_diff_spec(diff)))
+    return pages
+
+
+def render(pages: list[Page], file: TextIO | None = None, color: bool | None = None, pager: bool = False) -> None:
+    """Highlighted on a terminal (`color=None`: decide by the output), plain text otherwise."""
+    from rich.console import Console
+    from rich.syntax import Syntax
+
+    console = Console(file=file, highlight=False, soft_wrap=True)
+    use_color = console.is_terminal if color is None else color
+    if not use_color:
+        out = console.file
+        for p in pages:
+            out.write(f"{'=' * 8} [{p.stage}] {p.title} {'=' * 8}\n{p.text.rstrip()}\n\n")
+        out.flush()
+        return
+    console = Console(file=file, force_terminal=True, highlight=False)
+
+    def show() -> None:
+        for p in pages:
+            console.rule(f"[bold][{p.stage}][/bold] {p.title}")
+            text = p.text.rstrip()
+            width = max((len(line) for line in text.splitlines()), default=1)
+            # generated code has long lines: never crop them to the terminal's width
+            syntax = Syntax(text, p.lexer, theme="ansi_dark", word_wrap=False, background_color="default", code_width=width)
+            console.print(syntax, soft_wrap=True, crop=False)
+
+    if pager:
+        with console.pager(styles=True):
+            show()
+    else:
+        show()

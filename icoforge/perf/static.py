@@ -1,0 +1,41 @@
+"""The kernel IR of a program as the suite compiles it: int and bool scalars bound at compile time
+(icon4py's `setup_program` does the same). Binding them lets GT4Py's passes fold domains and host
+conditions, so the kernels -- and their names `<prefix>_k<N>` -- differ from the IR without static
+arguments; costs, per-kernel timings and profiler filters must all use this one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def compilable_program_static(program: Any, offset_provider: Mapping[str, Any], static: Mapping[str, Any]):
+    """`precompile.compilable_program` with `static` values bound, as `Program.compile(**static)`
+    builds it (gt4py 1.2: StaticArg descriptors in the compile-time arguments)."""
+    from gt4py.next import backend as gt_backend
+    from gt4py.next.otf import arguments, compiled_program, definitions
+
+    ftype = program.past_stage.past_node.type.definition
+    descriptors = {arguments.StaticArg: {n: arguments.StaticArg(value=v) for n, v in static.items()}} if static else {}
+    contexts = compiled_program._convert_to_argument_descriptor_context(ftype, descriptors) if static else {}
+    cta = arguments.CompileTimeArgs(
+        args=tuple(ftype.pos_or_kw_args.values()),
+        kwargs={},
+        offset_provider=offset_provider,
+        column_axis=None,
+        argument_descriptor_contexts=contexts,
+    )
+    return gt_backend.DEFAULT_TRANSFORMS(definitions.ConcreteProgramDef(data=program.definition_stage, args=cta))
+
+
+def suite_program_ir(info: Any, grid: Any, scalars: Mapping[str, Any], static_params: str | Sequence[str] = "icon4py"):
+    """Kernel IR of suite program `info` on `grid` with the suite's static scalars taken from `scalars`."""
+    from icoforge.backend import workflow
+    from icoforge.suite.runner import static_param_names
+    from icoforge.suite.specs import cast_scalar
+
+    # the GT4Py scalar types the suite passes (np.int32, bool): the fingerprint depends on them
+    static = {n: cast_scalar(scalars[n], info.param(n).dtype) for n in static_param_names(info, static_params)}
+    tr, _ = workflow.translate(compilable_program_static(info.program, grid.connectivities, static))
+    return tr.program
