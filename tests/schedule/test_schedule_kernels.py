@@ -1,0 +1,223 @@
+"""What a schedule means for real kernels, without compiling: effective launches per kernel
+kind, refusals that need the kernel IR (shared memory, tables, register budget), the
+generated source of each knob, and the host plan's grid and 32-bit index checks."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from icoforge.backend.gpu import gpu_artifact
+from icoforge.backend.schedule import ProgramSchedule, Schedule, ScheduleError, check_kernel, resolve
+
+
+def kernel(program, n=0):
+    return program.kernels()[n]
+
+
+def kernel_sources(source: str) -> dict[str, str]:
+    """kernel name -> its text (from its comment line to the next kernel)."""
+    parts = re.split(r"\n(?=// \w+: (?:map|scan))", source)
+    return {m.group(1): p for p in parts if (m := re.match(r"// (\w+): ", p))}
+
+
+# --- effective launches -------------------------------------------------------------------------
+
+
+def test_knobs_that_do_not_apply_to_a_kernel_kind_are_ignored_for_it(kind_irs, representative_irs):
+    s = Schedule(block=(32, 8), k_per_thread=4, k_unroll=3, h_per_thread=2, smem_tables=("*",))
+    scan = check_kernel(kernel(representative_irs["solve_tridiagonal_matrix_for_w_forward_sweep"]),
+                        representative_irs["solve_tridiagonal_matrix_for_w_forward_sweep"], s, "cuda")  # fmt: skip
+    assert (scan.kind, scan.block, scan.k_per_thread, scan.k_unroll, scan.h_per_thread) == ("scan", (32, 1), 1, 3, 2)
+    vmap = check_kernel(kernel(kind_irs["levels_only"]), kind_irs["levels_only"], s, "cuda")
+    assert (vmap.kind, vmap.block, vmap.k_per_thread, vmap.k_unroll, vmap.h_per_thread) == ("vmap", (32, 1), 4, 3, 1)
+    hmap = check_kernel(kernel(kind_irs["points_only"]), kind_irs["points_only"], s, "cuda")
+    assert (hmap.kind, hmap.block, hmap.k_per_thread, hmap.k_unroll, hmap.smem) == ("hmap", (32, 1), 1, 1, (("C2E", 3, 4),))
+    single = check_kernel(kernel(kind_irs["column_scan"]), kind_irs["column_scan"], s, "cuda")
+    assert (single.kind, single.block, single.k_unroll) == ("single", (1, 1), 3)
+    m = check_kernel(kernel(kind_irs["chained"]), kind_irs["chained"], s.replace(k_per_thread=1), "cuda")
+    assert (m.kind, m.block, m.k_unroll, m.smem) == ("map2d", (32, 8), 1, (("C2E", 3, 4),))  # E2C is chained: not staged
+    assert m.smem_bytes == 2 * 32 * 3 * 4
+
+
+# --- refusals that need the kernel IR --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "program, vendor, schedule, message",
+    [
+        ("points_only", "cuda", ProgramSchedule(Schedule(block=(1024, 1), h_per_thread=8, smem_tables=("*",))),
+         r"staged tables need 98304 B of shared memory \(C2E: 8x1024 rows x 3 x 4 B\), beyond the limit of 49152 B"),
+        ("points_only", "cuda", ProgramSchedule(Schedule(smem_tables=("C2E",)), smem_limit_bytes=1024),
+         r"need 1536 B of shared memory .* beyond the limit of 1024 B"),
+        ("points_only", "cuda", ProgramSchedule(Schedule(), smem_limit_bytes=64 * 1024),
+         r"CUDA static shared memory is at most 49152 B"),
+        ("points_only", "cuda", ProgramSchedule(Schedule(), per_kernel={"points_only_k0": Schedule(smem_tables=("E2C",))}),
+         r"smem_tables names 'E2C', but the kernel does not use it \(tables read by own row: C2E\)"),
+        ("chained", "cuda", ProgramSchedule(Schedule(), per_kernel={"chained_k0": Schedule(smem_tables=("E2C",))}),
+         r"smem_tables names 'E2C', but the kernel reads it only through another table's entries"),
+        ("chained", "cuda", ProgramSchedule(Schedule(smem_tables=("E2C",))),
+         r"schedule of chained: smem_tables names 'E2C', which none of its kernels chained_k0 reads by its own row"),
+        ("chained", "cuda", ProgramSchedule(Schedule(max_registers=64, min_blocks_per_sm=2)),
+         r"max_registers \(__maxnreg__\) and min_blocks_per_sm \(__launch_bounds__\) cannot be combined"),
+        ("chained", "cuda", ProgramSchedule(Schedule(block=(512, 1), max_registers=255)),
+         r"max_registers 255 x 512 threads needs 131072 registers per block, more than the 65536 of an SM"),
+        ("chained", "cuda", ProgramSchedule(Schedule(block=(1024, 1), min_blocks_per_sm=4)),
+         r"min_blocks_per_sm 4 x 1024 threads exceeds the 2048 resident threads"),
+        ("chained", "cuda", ProgramSchedule(Schedule(), per_kernel={"chained_k3": Schedule()}),
+         r"schedule names kernel 'chained_k3', which chained lacks; its kernels: chained_k0"),
+        ("chained", "hip", ProgramSchedule(Schedule(k_per_thread=0)), r"k_per_thread must be an integer >= 1, got 0"),
+        ("chained", "hip", ProgramSchedule(Schedule(block=(64, 32))), r"block 64x32 = 2048 threads exceeds 1024"),
+    ],
+)  # fmt: skip
+def test_illegal_schedules_are_refused_before_generating_code(kind_irs, program, vendor, schedule, message):
+    with pytest.raises(ScheduleError, match=message):
+        gpu_artifact(kind_irs[program], vendor, schedule)
+
+
+def test_shared_limits_differ_by_vendor_and_defaults_apply_where_tables_exist(kind_irs, representative_irs):
+    s = ProgramSchedule(Schedule(block=(1024, 1), h_per_thread=5, smem_tables=("C2E",)))  # 61440 B
+    with pytest.raises(ScheduleError, match="beyond the limit of 49152 B"):
+        gpu_artifact(kind_irs["points_only"], "cuda", s)
+    assert resolve(kind_irs["points_only"], s, "hip")["points_only_k0"].smem_bytes == 61440
+    # a program default naming E2C stages it in the one kernel that reads E2C by its own row
+    prog = representative_irs["apply_divergence_damping_and_update_vn"]
+    launches = resolve(prog, ProgramSchedule(Schedule(smem_tables=("E2C",))), "cuda")
+    assert {n for n, la in launches.items() if la.smem} == {"appl_dive_damp_upda_vn_k0"}
+    with pytest.raises(ScheduleError, match="smem_tables names 'C2E', which none of its kernels"):
+        resolve(prog, ProgramSchedule(Schedule(smem_tables=("C2E",))), "cuda")
+    # HIP has no __maxnreg__/__launch_bounds__ conflict: both become a waves-per-EU hint
+    resolve(kind_irs["chained"], ProgramSchedule(Schedule(max_registers=64, min_blocks_per_sm=2)), "hip")
+    # per-kernel entries of other programs are ignored (one ProgramSchedule can serve many programs)
+    resolve(kind_irs["chained"], ProgramSchedule(per_kernel={"points_only_k0": Schedule(smem_tables=("E2C",))}), "cuda")
+
+
+# --- generated source -------------------------------------------------------------------------------
+
+
+def test_every_kernel_states_its_schedule(representative_irs):
+    prog = representative_irs["apply_divergence_damping_and_update_vn"]
+    ps = ProgramSchedule(Schedule(), per_kernel={"appl_dive_damp_upda_vn_k4": Schedule(block=(32, 8), k_per_thread=2)})
+    src = kernel_sources(gpu_artifact(prog, "cuda", ps).module_source)
+    assert set(src) == {k.name for k in prog.kernels()}
+    for name, text in src.items():
+        assert text.splitlines()[1].startswith("// schedule: block "), text[:300]
+    assert "// schedule: block 32x8, k_per_thread 2," in src["appl_dive_damp_upda_vn_k4"]
+    assert "// schedule: block 128x1, k_per_thread 1," in src["appl_dive_damp_upda_vn_k0"]
+
+
+def test_launch_attributes_per_vendor(kind_irs):
+    prog = kind_irs["chained"]
+    cuda = gpu_artifact(prog, "cuda", ProgramSchedule(Schedule(block=(64, 4), min_blocks_per_sm=2))).module_source
+    assert "__launch_bounds__(256, 2)" in cuda
+    cuda = gpu_artifact(prog, "cuda", ProgramSchedule(Schedule(max_registers=64))).module_source
+    assert "__maxnreg__(64)" in cuda and "__launch_bounds__" not in cuda
+    for s in (Schedule(block=(64, 4)), Schedule(max_registers=64), Schedule(min_blocks_per_sm=2), Schedule(max_registers=100, min_blocks_per_sm=8)):
+        hip = gpu_artifact(prog, "hip", ProgramSchedule(s)).module_source
+        assert "__launch_bounds__" not in hip and "__maxnreg__" not in hip
+        assert f"amdgpu_flat_work_group_size(1, {s.threads})" in hip
+        assert ("amdgpu_waves_per_eu" in hip) == (s.max_registers is not None or s.min_blocks_per_sm is not None)
+    assert "amdgpu_waves_per_eu(8)" in gpu_artifact(prog, "hip", ProgramSchedule(Schedule(max_registers=64))).module_source
+    assert "amdgpu_waves_per_eu(5)" in gpu_artifact(prog, "hip", ProgramSchedule(Schedule(max_registers=100))).module_source
+
+
+def test_k_invariant_loads_leave_the_level_loop_when_a_thread_walks_levels(representative_irs):
+    prog = representative_irs["compute_divergence_of_fluxes_of_rho_and_theta"]
+    one = gpu_artifact(prog, "cuda", ProgramSchedule(Schedule())).module_source
+    assert "geofac_div_h0" not in one  # k_per_thread 1: nothing to save, code as before
+    src = gpu_artifact(prog, "cuda", ProgramSchedule(Schedule(k_per_thread=4))).module_source
+    head, loop = src.split("for (long long k = k_first; k < k_last; ++k) {")
+    assert "const double geofac_div_h0 = geofac_div[i * geofac_div_s0];" in head
+    assert "const int C2E_2 = C2E[" in head
+    assert "geofac_div[" not in loop, "a k-invariant load stayed in the level loop"
+
+
+def test_k_unroll_and_h_per_thread_code(kind_irs):
+    src = gpu_artifact(kind_irs["backward_scan"], "cuda", ProgramSchedule(Schedule(k_unroll=3, h_per_thread=2))).module_source
+    assert "auto icf_level = [&](const long long k) __attribute__((always_inline))" in src
+    assert "for (; icf_k - 2 >= k0; icf_k -= 3) { icf_level(icf_k); icf_level(icf_k - 1); icf_level(icf_k - 2); }" in src
+    assert "for (; icf_k >= k0; --icf_k) icf_level(icf_k);  // remainder" in src
+    assert "const long long i = icf_i0 + threadIdx.x + icf_h * icf_hs;" in src
+    assert "const long long icf_hs = (long long)gridDim.x * 128;" in src
+
+
+def test_staged_tables_are_read_after_one_barrier_and_no_thread_returns_before_it(kind_irs, representative_irs):
+    for prog in (kind_irs["chained"], kind_irs["points_only"], representative_irs["mo_math_divrot_rot_vertex_ri_dsl"]):
+        for s in (Schedule(smem_tables=("*",)), Schedule(block=(32, 4), h_per_thread=3, k_per_thread=2, smem_tables=("*",))):
+            for name, text in kernel_sources(gpu_artifact(prog, "cuda", ProgramSchedule(s)).module_source).items():
+                assert text.count("__syncthreads()") == 1, name
+                barrier = text.index("__syncthreads()")
+                assert "return" not in text[:barrier] and "break" not in text[:barrier], name
+                table = next(t for t in ("C2E", "V2E") if f"{t}_sh[" in text)
+                body = text[barrier:]
+                assert f"{table}_sh[icf_i_sh * " in body
+                assert not re.search(rf"\b{table}\[i \*", body), "a staged table is still read from global memory"
+    chained = gpu_artifact(kind_irs["chained"], "cuda", ProgramSchedule(Schedule(smem_tables=("*",)))).module_source
+    assert "E2C[C2E_0 * E2C_s0" in chained  # chained lookups stay global
+
+
+def test_index_bits_32_uses_int_everywhere(kind_irs):
+    src = gpu_artifact(kind_irs["chained"], "cuda", ProgramSchedule(Schedule(index_bits=32, k_per_thread=2))).module_source
+    text = kernel_sources(src)["chained_k0"]
+    assert "long long" not in text
+    assert "const int c_s0" in text and "const int i = " in text
+
+
+# --- host plan ------------------------------------------------------------------------------------
+
+
+class FakeRuntime:
+    """What a host plan calls, without a GPU: views report the strides we choose."""
+
+    def __init__(self):
+        self.launches = []
+
+    def view(self, field, ndim, dtype):
+        return (np.uint64(4096), *(np.int64(s) for s in field.strides))
+
+    def table(self, offset_provider, tag):
+        return self.view(offset_provider[tag], 2, np.int32)
+
+    @staticmethod
+    def bound(field, axis, stop):
+        r = field.domain.ranges[axis]
+        return r.stop if stop else r.start
+
+    def launch(self, kernel, grid, block, args):
+        self.launches.append((kernel, grid, block, args))
+
+
+def fake_field(shape, strides):
+    ranges = [SimpleNamespace(start=0, stop=n) for n in shape]
+    return SimpleNamespace(ndarray=SimpleNamespace(shape=shape), domain=SimpleNamespace(ranges=ranges), strides=strides)
+
+
+def run_plan(program, schedule, c_strides, cells=5120, edges=7680, nk=10):
+    art = gpu_artifact(program, "cuda", ProgramSchedule(schedule))
+    ns: dict = {}
+    exec(compile(art.host_plan, "<plan>", "exec"), ns)
+    c = fake_field((cells, nk), c_strides)
+    out = fake_field((cells, nk), (1, cells))
+    op = {"C2E": fake_field((cells, 3), (3, 1)), "E2C": fake_field((edges, 2), (2, 1))}
+    rt = FakeRuntime()
+    ns["launch"]((c, out), op, {"chained_k0": "K"}, rt)
+    return rt.launches
+
+
+def test_host_plan_grid_and_32_bit_index_checks(kind_irs):
+    prog = kind_irs["chained"]
+    ((_, grid, block, args),) = run_plan(prog, Schedule(block=(64, 2), k_per_thread=4, h_per_thread=3), (1, 5120))
+    assert grid == (-(-5120 // 192), 2, 1) and block == (64, 2, 1)
+    assert all(type(a) is np.int64 for a in args[1:3])
+    ((_, _, _, args),) = run_plan(prog, Schedule(index_bits=32), (1, 5120))
+    assert type(args[0]) is np.uint64 and all(type(a) is np.int32 for a in args[1:3])
+    huge = (1, 2**28)  # levels 2**28 elements apart: level 9 lies beyond 2**31
+    with pytest.raises(ScheduleError, match=r"chained_k0: index_bits=32, but indices into c reach 2,684,359,680 .*index_bits=64"):
+        run_plan(prog, Schedule(index_bits=32), huge)
+    ((_, _, _, args),) = run_plan(prog, Schedule(index_bits=64), huge)
+    assert args[2] == 2**28
+    with pytest.raises(ScheduleError, match=r"index_bits=32, but thread indices reach 2,147,483,648"):
+        run_plan(prog, Schedule(index_bits=32), (1, 1), cells=2**31 - 16)
