@@ -1,0 +1,93 @@
+"""`explain`: the source and GTIR pages for every dycore program (no compilation), full pages for a
+few small ones (GT4Py's passes take seconds per program, so only a handful), rendering, CLI."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from icoforge.cli.main import main
+from icoforge.errors import IcoforgeError
+from icoforge.perf.explain import STAGES, Page, explain, parse_diff_spec, render
+from icoforge.suite import program_names
+
+
+def test_source_and_gtir_pages_for_every_program():
+    names = program_names()
+    assert len(names) == 78
+    for name in names:
+        pages = explain(name, stages=["source", "gtir"])
+        assert [p.stage for p in pages] == ["source", "gtir"], name
+        source, gtir = pages
+        assert f"def {name}(" in source.text, name
+        assert "@gtx.field_operator" in source.text or "@field_operator" in source.text or "scan_operator" in source.text, name
+        assert gtir.text.startswith(f"{name}("), name
+        out = io.StringIO()
+        render(pages, file=out, color=False)
+        assert "\x1b[" not in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "program, target",
+    [
+        ("copy_cell_kdim_field_to_vp", "cpp"),
+        ("compute_divergence_of_fluxes_of_rho_and_theta", "cuda"),
+        ("solve_tridiagonal_matrix_for_w_back_substitution", "hip"),
+    ],
+)
+def test_all_pages(tiny_grid, program, target):
+    pages = explain(program, tiny_grid, target, STAGES)
+    stages = [p.stage for p in pages]
+    assert stages[:4] == ["source", "gtir", "passes", "ir"] and set(stages[4:]) == {"code"}
+    ir_page = pages[3].text
+    assert "# schedule: " in ir_page and "compulsory bytes: read" in ir_page and "# program total:" in ir_page
+    assert "static scalars: horizontal_start=0" in pages[2].title
+    code = [p for p in pages if p.stage == "code"]
+    if target == "cpp":
+        assert all(p.lexer == "cpp" and "static void" in p.text for p in code)
+    else:
+        kernels = [p for p in code if p.lexer != "python"]
+        assert kernels and all('extern "C" __global__' in p.text for p in kernels)
+        assert code[-1].title == "host plan (Python)" and "def launch(" in code[-1].text
+        if target == "hip":
+            assert "amdgpu_flat_work_group_size(1, 256)" in kernels[0].text  # the HIP vendor default
+
+
+def test_diff_between_schedules(tiny_grid):
+    (page,) = explain("compute_divergence_of_fluxes_of_rho_and_theta", tiny_grid, "cuda", [], diff="256,1")
+    assert page.stage == "diff" and page.lexer == "diff"
+    assert "-extern \"C\" __global__ void __launch_bounds__(128)" in page.text
+    assert "+extern \"C\" __global__ void __launch_bounds__(256)" in page.text
+    (same,) = explain("compute_divergence_of_fluxes_of_rho_and_theta", tiny_grid, "cuda", [], diff="128,1")
+    assert same.text.startswith("(no difference")
+    assert parse_diff_spec("k_per_thread=4;smem_tables=C2E") == ["k_per_thread=4", "smem_tables=C2E"]
+    with pytest.raises(IcoforgeError):
+        parse_diff_spec("fast")
+
+
+def test_render_highlighted_and_plain():
+    pages = [Page("code", "kernel x", "int main() { return 0; }\n" + "x" * 300, "cpp")]
+    out = io.StringIO()
+    render(pages, file=out, color=True)
+    text = out.getvalue()
+    assert "\x1b[" in text and "x" * 300 in text  # highlighted, long lines never cropped
+    out = io.StringIO()
+    render(pages, file=out, color=False)
+    assert out.getvalue().startswith("======== [code] kernel x ========\nint main()")
+
+
+def test_errors():
+    with pytest.raises(IcoforgeError, match="unknown stage"):
+        explain("copy_cell_kdim_field_to_vp", stages=["bytecode"])
+    with pytest.raises(IcoforgeError, match="need a grid"):
+        explain("copy_cell_kdim_field_to_vp", stages=["ir"])
+
+
+def test_cli_explain_piped(tiny_grid, capsys):
+    rc = main(["explain", "copy_cell_kdim_field_to_vp", "--grid", "R2B3", "--levels", "10", "--stage", "ir,code", "--target", "cpp"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "\x1b[" not in out
+    assert "======== [ir] kernel IR (1 kernels; costs on R2B3/10 levels) ========" in out
+    assert "read 0.410 MB (tables 0.000 MB), written 0.410 MB; 0 flop" in out
+    assert "======== [code] C++ of copy_cell_kdim_field_to_vp_k0 ========" in out

@@ -1,0 +1,84 @@
+"""Roofline files: a real CPU run of a small program, and drawing rules checked on synthetic points."""
+
+from __future__ import annotations
+
+import math
+import pathlib
+
+import pytest
+
+from icoforge.perf import roofline, timing
+from icoforge.perf.roofline import Point, labels_for, plot_roofline, safe_path, safe_stem, short_label
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def assert_png(path: pathlib.Path) -> None:
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC and len(data) > 5000
+
+
+def test_cpu_run_roofline(tiny_grid, tmp_path):
+    from icoforge.perf.measure import measure, write_roofline
+
+    m = measure("compute_divergence_of_fluxes_of_rho_and_theta", tiny_grid, "icoforge-cpu", repeat=3)
+    assert m.ceiling.bytes_per_s > 1e8  # any machine copies faster than 100 MB/s
+    assert set(m.kernels) == {k.name for k in m.cost.kernels if k.executed}
+    fig = write_roofline(m, tmp_path / "out" / "my roofline.png")
+    assert fig.png == tmp_path / "out" / "my_roofline.png"
+    assert_png(fig.png)
+    assert (fig.xscale, fig.yscale) == ("log", "log")
+    assert len(fig.xs) == len(m.cost.kernels) + 1  # every kernel and the whole call
+    for x, y in zip(fig.xs, fig.ys):
+        assert fig.xlim[0] <= x <= fig.xlim[1] and fig.ylim[0] <= y <= fig.ylim[1]
+    assert fig.labels[-1].endswith("whole call")
+    md = fig.markdown.read_text()
+    assert "my_roofline.png" in md and "comp_dive_flux_rho_thet_k0" in md and "% of copy BW" in md
+
+
+def test_points_placed_and_labelled(tmp_path):
+    long = "a_very_long_program_name_that_goes_on_and_on_and_would_never_fit_anywhere"
+    pts = [
+        Point(f"{long}_k0", bytes=10**6, flops=2 * 10**5, seconds=1e-4),
+        Point(f"{long}_k1", bytes=10**6, flops=0, seconds=2e-4),  # a copy: no flops
+        Point(f"{long}_k12", bytes=10**6, flops=10**7, seconds=1e-3),
+        Point(long, bytes=3 * 10**6, flops=10**7 + 2 * 10**5, seconds=2e-3, kind="program"),
+    ]
+    fig = plot_roofline(pts, bandwidth=1e10, peak_flops=1e11, out=tmp_path / f"{long}<>:.png", title=long)
+    assert_png(fig.png)
+    assert len(fig.png.name) <= roofline.FILENAME_MAX + 4
+    assert fig.xs[0] == pytest.approx(0.2) and fig.ys[0] == pytest.approx(2e9)
+    # the zero-flop kernel sits at the left edge at the fraction of the roof it reached (50 %)
+    assert fig.xs[1] == pytest.approx(fig.xlim[0] * 1.5)
+    assert fig.ys[1] / (1e10 * fig.xs[1]) == pytest.approx(0.5)
+    assert fig.labels == ("1 k0", "2 k1", "3 k12", "4 whole call")
+
+
+def test_safe_names_and_labels():
+    assert safe_stem("roofline vert/impl: solver") == "roofline_vert_impl_solver"
+    long = "x" * 200
+    stem = safe_stem(long)
+    assert len(stem) <= roofline.FILENAME_MAX and stem != safe_stem("x" * 199)  # hash keeps them apart
+    assert safe_path("dir/a b.png") == pathlib.Path("dir/a_b.png")
+    assert safe_path("noext") == pathlib.Path("noext.png")
+    assert short_label("short") == "short"
+    s = short_label("compute_horizontal_advection_of_rho_and_theta_k17", 16)
+    assert len(s) == 16 and s.endswith("_k17")
+    prefix, labels = labels_for([Point("p_x_k0", 1, 1, 1.0), Point("p_x_k1", 1, 1, 1.0)])
+    assert prefix == "p_x_" and labels == ["1 k0", "2 k1"]
+
+
+def test_markdown_table_lists_untimed_kernels():
+    pts = [Point("k_a", 2_000_000, 1_000_000, 1e-3), Point("k_b", 1_000_000, 0, None)]
+    table = roofline.markdown_table(pts, bandwidth=4e9)
+    rows = table.splitlines()
+    assert rows[2].startswith("| 1 | `k_a` | 2 | 1 | 0.5 | 1 | 2 | 50.0 |")
+    assert rows[3] == "|  | `k_b` | 1 | 0 | 0 | – | – | – |"
+
+
+def test_stats_and_cpu_ceiling():
+    s = timing.Stats((3.0, 1.0, 2.0))
+    assert (s.median, s.min, s.max, s.spread) == (2.0, 1.0, 3.0, 1.0)
+    assert math.isnan(timing.Stats(()).median)
+    c = timing.cpu_copy_bandwidth(nbytes=16 << 20, repeat=2, threads=2)
+    assert c.bytes_per_s > 1e8 and "2 threads" in c.how
