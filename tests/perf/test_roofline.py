@@ -82,3 +82,59 @@ def test_stats_and_cpu_ceiling():
     assert math.isnan(timing.Stats(()).median)
     c = timing.cpu_copy_bandwidth(nbytes=16 << 20, repeat=2, threads=2)
     assert c.bytes_per_s > 1e8 and "2 threads" in c.how
+
+
+class _FakeEvent:
+    def record(self, stream=None):
+        import time
+
+        self.t = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+
+class _FakeCuda:
+    Event = _FakeEvent
+
+    @staticmethod
+    def get_elapsed_time(start, end):
+        return (end.t - start.t) * 1e3  # milliseconds, as CuPy
+
+
+class _FakeRuntime:
+    """Stands in for icoforge.backend.gpu.Runtime: the timer only needs `cp`, `stream`, `launch`."""
+
+    cp = type("cp", (), {"cuda": _FakeCuda})
+    stream = None
+
+    def __init__(self):
+        self.launched = []
+
+    def launch(self, kernel, grid, block, args):
+        kernel(grid, block, args)
+        self.launched.append(kernel.name)
+
+
+class _Kernel:
+    def __init__(self, name):
+        self.name = name
+
+    def __call__(self, grid, block, args):
+        pass
+
+
+def test_kernel_timer_wraps_one_runtime():
+    rt, other = _FakeRuntime(), _FakeRuntime()
+    timer = timing.KernelTimer(nvtx=False).attach(rt)
+    for _ in range(3):
+        rt.launch(_Kernel("p_k0"), (1, 1, 1), (128, 1, 1), ())
+        rt.launch(_Kernel("p_k1"), (1, 1, 1), (128, 1, 1), ())
+    other.launch(_Kernel("q_k0"), (1, 1, 1), (128, 1, 1), ())  # another program: not timed
+    stats = timer.per_kernel()
+    assert set(stats) == {"p_k0", "p_k1"} and all(len(s.samples) == 3 for s in stats.values())
+    assert rt.launched == ["p_k0", "p_k1"] * 3  # the real launch still ran
+    timer.detach()
+    assert "launch" not in vars(rt)
+    rt.launch(_Kernel("p_k0"), (1, 1, 1), (128, 1, 1), ())
+    assert len(timer.records) == 6
