@@ -398,6 +398,9 @@ _KERNEL_SUFFIX = re.compile(r"_k\d+$")
 def resolve(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: str) -> dict[str, KernelLaunch]:
     """Every kernel's effective launch, checked; ScheduleError names the first problem.
 
+    Tables in `smem_tables`: a per-kernel schedule must name tables that kernel reads by its own
+    row; a per-program schedule tables that at least one of the kernels it applies to stages;
+    the default (which may serve many programs) stages what each kernel can and ignores the rest.
     A per-kernel entry that looks like one of this program's kernels (same name prefix) but is
     none is refused (a typo); entries of other programs' kernels are ignored.
     """
@@ -412,17 +415,16 @@ def resolve(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: str) -> di
     for k in kernels:
         own = k.name in dict(schedule.per_kernel)
         out[k.name] = check_kernel(k, program, schedule.for_kernel(k.name, program.name), vendor, limit, strict_tables=own)
-    # a table named in a shared schedule (default, per program) must be staged by at least one
-    # of the kernels that use it: catches typos without forcing per-kernel schedules
-    shared = [schedule.default, *(s for p, s in schedule.per_program if p == program.name)]
-    for s in shared:
-        users = [n for n in names if schedule.for_kernel(n, program.name) is s]
+    mine = dict(schedule.per_program).get(program.name)
+    if mine is not None:
+        users = [n for n in names if n not in dict(schedule.per_kernel)]
         staged = {t for n in users for t, _, _ in out[n].smem}
-        for t in s.smem_tables:
+        for t in mine.smem_tables:
             if users and t != ALL_TABLES and t not in staged:
+                who = f"kernels {', '.join(users)}" if len(users) <= 3 else f"{len(users)} kernels"
                 raise ScheduleError(
-                    f"schedule of {program.name}: smem_tables names {t!r}, which none of its kernels "
-                    f"{', '.join(users)} reads by its own row (tables of the program: "
+                    f"schedule of {program.name}: smem_tables names {t!r}, which none of its {who} "
+                    "reads by its own row (tables of the program: "
                     f"{', '.join(tb.name for tb in program.tables) or 'none'})"
                 )
     return out

@@ -66,8 +66,8 @@ def _program_schedule(args: argparse.Namespace, settings: list[str], kernels: li
         ps = ProgramSchedule(default=VENDOR_DEFAULTS[args.target])
     if args.smem_limit is not None:
         ps = ProgramSchedule(ps.default, ps.per_kernel, ps.per_program, args.smem_limit)
-    if settings and not kernels:
-        ps = ProgramSchedule(ps.default.with_settings(settings), ps.per_kernel, ps.per_program, ps.smem_limit_bytes)
+    if settings and not kernels:  # as this program's schedule: tables it cannot stage are refused
+        ps = ps.with_program(args.program, ps.for_kernel("", args.program).with_settings(settings))
     for name in kernels:
         ps = ps.with_kernel(name, ps.for_kernel(name).with_settings(settings))
     return ps

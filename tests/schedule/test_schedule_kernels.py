@@ -59,8 +59,10 @@ def test_knobs_that_do_not_apply_to_a_kernel_kind_are_ignored_for_it(kind_irs, r
          r"smem_tables names 'E2C', but the kernel does not use it \(tables read by own row: C2E\)"),
         ("chained", "cuda", ProgramSchedule(Schedule(), per_kernel={"chained_k0": Schedule(smem_tables=("E2C",))}),
          r"smem_tables names 'E2C', but the kernel reads it only through another table's entries"),
-        ("chained", "cuda", ProgramSchedule(Schedule(smem_tables=("E2C",))),
+        ("chained", "cuda", ProgramSchedule(per_program={"chained": Schedule(smem_tables=("E2C",))}),
          r"schedule of chained: smem_tables names 'E2C', which none of its kernels chained_k0 reads by its own row"),
+        ("points_only", "cuda", ProgramSchedule(per_program={"points_only": Schedule(smem_tables=("C2F",))}),
+         r"smem_tables names 'C2F', which none of its kernels points_only_k0 reads by its own row \(tables of the program: C2E\)"),
         ("chained", "cuda", ProgramSchedule(Schedule(max_registers=64, min_blocks_per_sm=2)),
          r"max_registers \(__maxnreg__\) and min_blocks_per_sm \(__launch_bounds__\) cannot be combined"),
         ("chained", "cuda", ProgramSchedule(Schedule(block=(512, 1), max_registers=255)),
@@ -83,12 +85,15 @@ def test_shared_limits_differ_by_vendor_and_defaults_apply_where_tables_exist(ki
     with pytest.raises(ScheduleError, match="beyond the limit of 49152 B"):
         gpu_artifact(kind_irs["points_only"], "cuda", s)
     assert resolve(kind_irs["points_only"], s, "hip")["points_only_k0"].smem_bytes == 61440
-    # a program default naming E2C stages it in the one kernel that reads E2C by its own row
+    # a program's schedule naming E2C stages it in the one kernel that reads E2C by its own row
     prog = representative_irs["apply_divergence_damping_and_update_vn"]
-    launches = resolve(prog, ProgramSchedule(Schedule(smem_tables=("E2C",))), "cuda")
-    assert {n for n, la in launches.items() if la.smem} == {"appl_dive_damp_upda_vn_k0"}
-    with pytest.raises(ScheduleError, match="smem_tables names 'C2E', which none of its kernels"):
-        resolve(prog, ProgramSchedule(Schedule(smem_tables=("C2E",))), "cuda")
+    for ps in (ProgramSchedule(Schedule(smem_tables=("E2C",))), ProgramSchedule(per_program={prog.name: Schedule(smem_tables=("E2C",))})):
+        launches = resolve(prog, ps, "cuda")
+        assert {n for n, la in launches.items() if la.smem} == {"appl_dive_damp_upda_vn_k0"}
+    with pytest.raises(ScheduleError, match="smem_tables names 'C2E', which none of its 10 kernels reads by its own row"):
+        resolve(prog, ProgramSchedule(per_program={prog.name: Schedule(smem_tables=("C2E",))}), "cuda")
+    # the default may serve many programs: tables a program cannot stage are skipped there
+    assert not any(la.smem for la in resolve(prog, ProgramSchedule(Schedule(smem_tables=("C2E", "V2E"))), "cuda").values())
     # HIP has no __maxnreg__/__launch_bounds__ conflict: both become a waves-per-EU hint
     resolve(kind_irs["chained"], ProgramSchedule(Schedule(max_registers=64, min_blocks_per_sm=2)), "hip")
     # per-kernel entries of other programs are ignored (one ProgramSchedule can serve many programs)

@@ -1,0 +1,57 @@
+"""`icoforge schedule show|check` through the real entry point (tiny grid: R2B3, 10 levels)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from icoforge.backend.gpu_check import find_nvcc
+from icoforge.cli.main import main
+
+GRID = ["--grid", "R2B3", "--levels", "10"]
+nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
+
+
+@nvcc
+def test_show_lists_kernels_with_schedule_and_registers(tiny_grid, capsys):
+    assert main(["schedule", "show", "compute_divergence_of_fluxes_of_rho_and_theta", *GRID]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "comp_dive_flux_rho_thet_k0" in line)
+    assert "map2d" in row and "block 128x1, k_per_thread 1" in row and "0/0" in row
+    assert "resources from nvcc sm_90" in out
+
+
+@nvcc
+def test_check_applies_settings_to_one_kernel_and_reports_resources(tiny_grid, capsys, tmp_path):
+    src = tmp_path / "k.cu"
+    argv = ["schedule", "check", "apply_divergence_damping_and_update_vn", *GRID, "--kernel", "appl_dive_damp_upda_vn_k4",
+            "--set", "block=64,2", "--set", "smem_tables=E2C2EO", "--set", "h_per_thread=2", "--json", "--emit", str(src)]  # fmt: skip
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    k4 = next(k for k in out["kernels"] if k["kernel"] == "appl_dive_damp_upda_vn_k4")
+    assert k4["schedule"]["block"] == [64, 2] and k4["smem_bytes"] == 2 * 64 * 5 * 4
+    assert k4["resources"]["shared_bytes"] == k4["smem_bytes"]
+    k0 = next(k for k in out["kernels"] if k["kernel"] == "appl_dive_damp_upda_vn_k0")
+    assert k0["schedule"]["block"] == [128, 1] and k0["smem_bytes"] == 0
+    assert "__shared__ int E2C2EO_sh[640]" in src.read_text()
+    assert set(out["schedule"]["per_kernel"]) == {"appl_dive_damp_upda_vn_k4"}
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (["--set", "block=2048,1"], "block 2048x1 = 2048 threads exceeds 1024"),
+        (["--set", "k_per_thread=0"], "k_per_thread must be an integer >= 1, got 0"),
+        (["--set", "k_unrol=2"], "Did you mean 'k_unroll'"),
+        (["--set", "smem_tables=C2E"], "smem_tables names 'C2E', which none of its 10 kernels"),
+        (["--set", "smem_tables=E2C", "--set", "block=1024", "--set", "h_per_thread=8"], "beyond the limit of 49152 B"),
+        (["--kernel", "appl_dive_damp_upda_vn_k42", "--set", "k_unroll=2"], "unknown kernel of apply_divergence"),
+        (["--kernel", "appl_dive_damp_upda_vn_k1"], "--kernel needs at least one --set"),
+    ],
+)
+def test_check_refuses_illegal_schedules_in_one_line(tiny_grid, capsys, settings, message):
+    assert main(["schedule", "check", "apply_divergence_damping_and_update_vn", *GRID, "--no-compile", *settings]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("icoforge: error:") and message in err, err
+    assert "Traceback" not in err
