@@ -11,7 +11,7 @@ import re
 import subprocess
 
 import pytest
-from hypothesis import HealthCheck, assume, given, note, settings
+from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from icoforge.backend.codegen.cuda import PRELUDE
@@ -56,9 +56,11 @@ def program_schedule(draw, program, vendor: str) -> ProgramSchedule:
         ps = ps.with_kernel(k.name, draw(schedules(own_row_tables(k), vendor)))
     try:
         resolve(program, ps, vendor)
-    except ScheduleError as e:  # shared memory or registers beyond a limit: legal data, illegal here
-        note(f"refused: {e}")
-        assume(False)
+    except ScheduleError as e:  # shared memory or registers beyond a limit here: drop those knobs
+        note(f"refused, then simplified: {e}")
+        plain = dict(smem_tables=(), max_registers=None, min_blocks_per_sm=None)
+        ps = ProgramSchedule(ps.default.replace(**plain), tuple((k, s.replace(**plain)) for k, s in ps.per_kernel))
+        resolve(program, ps, vendor)
     return ps
 
 
