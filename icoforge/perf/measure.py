@@ -41,12 +41,14 @@ class Measurement:
     peak_how: str
 
     def points(self) -> list[roofline.Point]:
-        pts = [
-            roofline.Point(k.name, k.bytes, k.flops, self.kernels[k.name].median if k.name in self.kernels else None)
-            for k in self.cost.kernels
-            if k.executed
-        ]
-        pts.append(roofline.Point(self.program, self.cost.bytes, self.cost.flops, self.whole.median, kind="program"))
+        """Each executed kernel; the program as the sum of its kernels' medians ("all kernels",
+        device time); and the whole call by wall clock (Python, launches, synchronisation: table only)."""
+        ran = [k for k in self.cost.kernels if k.executed]
+        pts = [roofline.Point(k.name, k.bytes, k.flops, self.kernels[k.name].median if k.name in self.kernels else None) for k in ran]
+        if ran and all(k.name in self.kernels for k in ran):
+            total = sum(self.kernels[k.name].median for k in ran)
+            pts.append(roofline.Point(self.program, self.cost.bytes, self.cost.flops, total, kind="program"))
+        pts.append(roofline.Point(f"{self.program} (whole call)", self.cost.bytes, self.cost.flops, self.whole.median, kind="call"))
         return pts
 
 

@@ -25,7 +25,7 @@ class Point:
     bytes: int  # compulsory bytes (model)
     flops: int
     seconds: float | None  # None: not timed (listed in the table only)
-    kind: str = "kernel"  # "kernel" | "program"
+    kind: str = "kernel"  # "kernel" | "program" (sum of its kernels) | "call" (wall clock: table only)
 
     @property
     def ai(self) -> float:
@@ -88,11 +88,11 @@ def short_label(name: str, width: int = 16) -> str:
 
 
 def labels_for(points: list[Point], width: int = 16) -> tuple[str, list[str]]:
-    """(prefix shared by the kernels, numbered short labels); a program point is "whole call"."""
+    """(prefix shared by the kernels, numbered short labels); a program point is "all kernels"."""
     prefix = common_prefix([p.name for p in points if p.kind == "kernel"])
     labels = []
     for i, p in enumerate(points):
-        text = "whole call" if p.kind == "program" else short_label(p.name[len(prefix) :] or p.name, width)
+        text = "all kernels" if p.kind == "program" else short_label(p.name[len(prefix) :] or p.name, width)
         labels.append(f"{i + 1} {text}")
     return prefix, labels
 
@@ -109,7 +109,7 @@ def plot_roofline(
 
     png = safe_path(out, ".png")
     png.parent.mkdir(parents=True, exist_ok=True)
-    timed = [p for p in points if p.seconds]
+    timed = [p for p in points if p.seconds and p.kind != "call"]
     prefix, labels = labels_for(timed)
     ridge = peak_flops / bandwidth
     ais = [p.ai for p in timed if p.ai > 0]
@@ -173,16 +173,16 @@ def _fmt(v: float | None, scale: float, digits: int = 3) -> str:
 
 
 def markdown_table(points: list[Point], bandwidth: float) -> str:
-    _, labels = labels_for([p for p in points if p.seconds])
+    _, labels = labels_for([p for p in points if p.seconds and p.kind != "call"])
     num = iter(labels)
     rows = [
         "| # | kernel | MB | MFLOP | flop/B | time ms | GB/s | % of copy BW |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for p in points:
-        n = next(num).split(" ", 1)[0] if p.seconds else ""
+        n = next(num).split(" ", 1)[0] if p.seconds and p.kind != "call" else ""
         frac = None if p.bytes_per_s is None else 100 * p.bytes_per_s / bandwidth
-        name = f"**{p.name}**" if p.kind == "program" else f"`{p.name}`"
+        name = {"program": f"**{p.name}** (all kernels)", "call": f"*{p.name}*"}.get(p.kind, f"`{p.name}`")
         rows.append(
             f"| {n} | {name} | {_fmt(p.bytes, 1e6)} | {_fmt(p.flops, 1e6)} | {p.ai:.3g} | "
             f"{_fmt(p.seconds, 1e-3)} | {_fmt(p.bytes_per_s, 1e9)} | {'–' if frac is None else f'{frac:.1f}'} |"

@@ -1,7 +1,8 @@
 """Timing: whole programs, each kernel, and the machine's copy bandwidth, measured the same way.
 
 * Whole program: wall clock around `call()` with a device synchronisation (any target).
-* Per kernel on a GPU: CUDA/HIP events around each `rt.launch(...)` of the generated host plan.
+* Per kernel on a GPU: CUDA/HIP events around each `rt.launch(...)` of the generated host plan,
+  the launches queued behind a short spin kernel so that the events time the GPU, not Python.
   `KernelTimer.attach(rt)` shadows the `launch` method of one loaded program's `Runtime` instance,
   so production calls of other programs pay nothing and gpu.py needs no hook; NVTX ranges
   named after the short kernel names when `cupy.cuda.nvtx` is available.
@@ -143,14 +144,49 @@ def time_gpu_kernels(
     pos = positional(program, args)
     sync = cp.cuda.runtime.deviceSynchronize
     whole = time_call(lambda: fn(*pos, offset_provider=offset_provider), repeat, warmup, sync)
+    prime = queue_primer(cp, min(max(3 * whole.median, 2e-3), 0.05))
     timer = KernelTimer().attach(fn.icoforge_runtime)
     try:
         for _ in range(repeat):
+            prime()
             fn(*pos, offset_provider=offset_provider)
         sync()
         return timer.per_kernel(), whole
     finally:
         timer.detach()
+
+
+_SPIN = r"""extern "C" __global__ void icf_spin(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) { }
+}"""
+
+
+def queue_primer(cp: Any, seconds: float) -> Callable[[], None]:
+    """A call that occupies the GPU for about `seconds` (one thread spinning on its clock).
+
+    Why: on an idle GPU an event recorded before a launch fires at once, while the kernel starts
+    only when Python has finished submitting it (tens of microseconds, as long as a small kernel),
+    so events would time the host. Queued behind a spin, each kernel's events bracket it on the
+    GPU alone. The clock rate is calibrated with events (no device attribute needed). Falls back
+    to doing nothing if the spin kernel cannot be built."""
+    import warnings
+
+    try:
+        spin = cp.RawKernel(_SPIN, "icf_spin")
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        probe = 10**6
+        spin((1,), (1,), (np.int64(probe),))  # compile and warm up
+        start.record()
+        spin((1,), (1,), (np.int64(probe),))
+        end.record()
+        end.synchronize()
+        per_s = probe / max(cp.cuda.get_elapsed_time(start, end) * 1e-3, 1e-6)
+        cycles = np.int64(per_s * seconds)
+    except Exception as e:  # timing still works, small kernels then include launch latency
+        warnings.warn(f"no queue primer ({type(e).__name__}: {e}); kernel times include launch latency", stacklevel=2)
+        return lambda: None
+    return lambda: spin((1,), (1,), (cycles,))
 
 
 # --- CPU: one module per kernel -------------------------------------------------------------------

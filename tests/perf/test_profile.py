@@ -103,3 +103,15 @@ def test_cli_prints_ncu_command(tiny_grid, capsys):
     assert rc == 0
     assert out.startswith("ncu --kernel-name 'regex:^(comp_dive_flux_rho_thet_k0)$' --clock-control none")
     assert "-m icoforge run compute_divergence_of_fluxes_of_rho_and_theta --grid R2B3 --levels 10 --backend icoforge-cuda" in out
+
+
+def test_parse_real_ncu_output():
+    """`icoforge profile ... --tool ncu --run` on the H200 (R2B4, 80 levels): ncu's raw page lists
+    every raw metric; ours are among them, in base units ("byte", "ns")."""
+    import pathlib
+
+    text = (pathlib.Path(__file__).parent / "ncu_raw_h200.csv").read_text()
+    (k,) = profile.parse_ncu_csv(text).values()
+    assert k.kernel == "comp_dive_flux_rho_thet_k0" and k.launches == 5
+    assert k.dram_bytes == 51_117_312 and k.seconds == pytest.approx(17.952e-6)
+    assert (k.l1_hit_pct, k.l2_hit_pct, k.occupancy_pct, k.registers) == (40.11, 62.77, 84.25, 32)

@@ -28,12 +28,13 @@ def test_cpu_run_roofline(tiny_grid, tmp_path):
     assert fig.png == tmp_path / "out" / "my_roofline.png"
     assert_png(fig.png)
     assert (fig.xscale, fig.yscale) == ("log", "log")
-    assert len(fig.xs) == len(m.cost.kernels) + 1  # every kernel and the whole call
+    assert len(fig.xs) == len(m.cost.kernels) + 1  # every kernel and the program (sum of its kernels)
     for x, y in zip(fig.xs, fig.ys):
         assert fig.xlim[0] <= x <= fig.xlim[1] and fig.ylim[0] <= y <= fig.ylim[1]
-    assert fig.labels[-1].endswith("whole call")
+    assert fig.labels[-1].endswith("all kernels")
     md = fig.markdown.read_text()
     assert "my_roofline.png" in md and "comp_dive_flux_rho_thet_k0" in md and "% of copy BW" in md
+    assert "*compute_divergence_of_fluxes_of_rho_and_theta (whole call)*" in md  # wall clock: in the table
 
 
 def test_points_placed_and_labelled(tmp_path):
@@ -42,7 +43,8 @@ def test_points_placed_and_labelled(tmp_path):
         Point(f"{long}_k0", bytes=10**6, flops=2 * 10**5, seconds=1e-4),
         Point(f"{long}_k1", bytes=10**6, flops=0, seconds=2e-4),  # a copy: no flops
         Point(f"{long}_k12", bytes=10**6, flops=10**7, seconds=1e-3),
-        Point(long, bytes=3 * 10**6, flops=10**7 + 2 * 10**5, seconds=2e-3, kind="program"),
+        Point(long, bytes=3 * 10**6, flops=10**7 + 2 * 10**5, seconds=1.3e-3, kind="program"),
+        Point(long + " (whole call)", bytes=3 * 10**6, flops=10**7 + 2 * 10**5, seconds=2e-3, kind="call"),
     ]
     fig = plot_roofline(pts, bandwidth=1e10, peak_flops=1e11, out=tmp_path / f"{long}<>:.png", title=long)
     assert_png(fig.png)
@@ -51,7 +53,7 @@ def test_points_placed_and_labelled(tmp_path):
     # the zero-flop kernel sits at the left edge at the fraction of the roof it reached (50 %)
     assert fig.xs[1] == pytest.approx(fig.xlim[0] * 1.5)
     assert fig.ys[1] / (1e10 * fig.xs[1]) == pytest.approx(0.5)
-    assert fig.labels == ("1 k0", "2 k1", "3 k12", "4 whole call")
+    assert fig.labels == ("1 k0", "2 k1", "3 k12", "4 all kernels")  # the wall-clock call is not drawn
 
 
 def test_safe_names_and_labels():
