@@ -15,8 +15,8 @@ comment line above each kernel states the schedule it got:
   all threads of the block (coalesced), then `__syncthreads()`; no thread returns before it;
 - `index_bits`: the type of indices and strides (`long long` or `int`); the host plan refuses a
   32-bit kernel whose largest index could overflow;
-- `chiplet_remap`: block b becomes a permutation of b such that the blocks the hardware deals to
-  one chiplet (b % n) get consecutive numbers;
+- `chiplet_remap`: the linear block number b (x fastest) becomes a permutation of b such that the
+  blocks the hardware deals to one chiplet (b % n) get consecutive numbers;
 - launch bounds / register caps: `__launch_bounds__` or `__maxnreg__` (CUDA),
   `amdgpu_flat_work_group_size` and `amdgpu_waves_per_eu` (HIP).
 
@@ -228,10 +228,16 @@ def render_kernel_gpu(k: ir.Kernel, program: ir.ProgramIR, launch: KernelLaunch,
     ind = "  "
     has_h = kind in ("map2d", "hmap", "scan")
     s = launch.schedule
-    if s.chiplet_remap and kind != "single":
+    if s.chiplet_remap and kind == "map2d":  # blocks are dealt out in linear order (x fastest)
+        lines.append(f"{ind}const unsigned int icf_lin = icf_chiplet_block(blockIdx.x + blockIdx.y * gridDim.x, "
+                     f"gridDim.x * gridDim.y, {s.chiplets}u);")  # fmt: skip
+        lines.append(f"{ind}const unsigned int icf_b = icf_lin % gridDim.x, icf_by = icf_lin / gridDim.x;")
+    elif s.chiplet_remap and kind != "single":
         lines.append(f"{ind}const unsigned int icf_b = icf_chiplet_block(blockIdx.x, gridDim.x, {s.chiplets}u);")
     else:
         lines.append(f"{ind}const unsigned int icf_b = blockIdx.x;")
+        if kind == "map2d":
+            lines.append(f"{ind}const unsigned int icf_by = blockIdx.y;")
 
     if has_h:
         lines.append(f"{ind}const {idx} icf_i0 = ({idx})h0 + ({idx})icf_b * {bx};  // first point of this block")
@@ -256,7 +262,7 @@ def render_kernel_gpu(k: ir.Kernel, program: ir.ProgramIR, launch: KernelLaunch,
     if kind == "single":
         lines.append(f"{ind}if (icf_b != 0 || threadIdx.x != 0) return;  // no horizontal dimension: one thread")
     if kind in ("map2d", "vmap"):
-        ky, kb, kd = ("threadIdx.y", "blockIdx.y", "blockDim.y") if kind == "map2d" else ("threadIdx.x", "icf_b", "blockDim.x")
+        ky, kb, kd = ("threadIdx.y", "icf_by", "blockDim.y") if kind == "map2d" else ("threadIdx.x", "icf_b", "blockDim.x")
         lines.append(f"{ind}const {idx} k_first = ({idx})k0 + (({idx}){kb} * {kd} + {ky}) * {kpt};")
         lines.append(f"{ind}if (k_first >= k1) return;")
         if kpt > 1:
