@@ -1,0 +1,112 @@
+"""`icoforge greenline`: icon4py's dycore step (SolveNonhydro.time_step) with any backends."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+
+from rich.console import Console
+
+
+def _console() -> Console:
+    # Piped output would be cut at rich's default 80 columns; these tables are wider.
+    console = Console()
+    return console if console.is_terminal else Console(width=200)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from icoforge.granule.greenline import DEFAULT_FACTORY_BACKEND
+    from icoforge.granule.verify import DEFAULT_RTOL
+
+    p = subparsers.add_parser(
+        "greenline",
+        help="the dycore granule (SolveNonhydro.time_step): setup cost, step time per variant, per-program table",
+        description=(
+            "Build icon4py's SolveNonhydro as icon4py's benchmark does (static fields from its factories, "
+            "random plausible state, combined divergence damping, 5 substeps) for each backend, then time "
+            "the first/middle/last substep variants and every program inside the step."
+        ),
+    )
+    p.add_argument("--grid", default="R2B3", help="grid preset or ICON NetCDF file (default R2B3)")
+    p.add_argument("--levels", type=int, default=10, help="vertical levels (default 10)")
+    p.add_argument(
+        "--backend", default="icoforge-cpu", help="backend to time; the reference of --verify (default icoforge-cpu)"
+    )
+    p.add_argument("--compare", nargs="+", default=[], metavar="BACKEND", help="more backends, same inputs")
+    p.add_argument("--steps", type=int, default=5, help="timed steps per variant (default 5)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed steps per variant before timing (default 1)")
+    p.add_argument(
+        "--profile-steps", type=int, default=1,
+        help="dycore steps (5 substeps) with every program call timed; 0 skips the per-program table (default 1)",
+    )  # fmt: skip
+    p.add_argument("--verify", action="store_true", help="check each --compare backend against --backend (3 substeps)")
+    p.add_argument(
+        "--rtol",
+        type=float,
+        default=DEFAULT_RTOL,
+        help=f"--verify tolerance on max|a-b|/max|ref| (default {DEFAULT_RTOL:g})",
+    )
+    p.add_argument(
+        "--factory-backend", default=DEFAULT_FACTORY_BACKEND,
+        help=f"backend of icon4py's geometry/interpolation/metric factories, run once per grid and cached "
+        f"(default {DEFAULT_FACTORY_BACKEND}: ours, gtfn_cpu for programs we do not lower)",
+    )  # fmt: skip
+    p.add_argument("--seed", type=int, default=0, help="seed of the initial state (default 0)")
+    p.add_argument("--cold", action="store_true", help="compile into an empty temporary icoforge cache (cold compile)")
+    p.add_argument("--json", metavar="PATH", help="also write the full report as JSON ('-' for stdout, no tables)")
+    p.set_defaults(func=cmd_greenline)
+
+
+def cmd_greenline(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from icoforge.granule.greenline import GreenlineOptions, run_greenline
+    from icoforge.granule.report import print_report
+
+    opts = GreenlineOptions(
+        grid=args.grid,
+        levels=args.levels,
+        backends=tuple(dict.fromkeys([args.backend, *args.compare])),
+        steps=args.steps,
+        warmup=args.warmup,
+        profile_steps=args.profile_steps,
+        verify=args.verify,
+        rtol=args.rtol,
+        factory_backend=args.factory_backend,
+        seed=args.seed,
+        cold=args.cold,
+    )
+    json_only = args.json == "-"
+    console = Console(stderr=True) if json_only else _console()
+    if args.verify and len(opts.backends) < 2:
+        console.print("[yellow]--verify needs a --compare backend; nothing to verify[/yellow]")
+
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("starting", total=None)
+
+        def progress(what: str, done: int, total: int) -> None:
+            bar.update(task, description=what, completed=done, total=total or None)
+
+        report = run_greenline(opts, progress=progress, log=lambda text: bar.console.print(text, highlight=False))
+
+    data = report.to_json()
+    if json_only:
+        json.dump(data, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print_report(report, console)
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps(data, indent=1) + "\n")
+            console.print(f"report written to {args.json}")
+    failed = [c for c in report.comparisons if not c.passed]
+    return 1 if failed else 0

@@ -1,0 +1,100 @@
+"""Backends for the granule: GT4Py's and ours by name, plus a fallback pair for icon4py's factories.
+
+icon4py's geometry/interpolation/metric factories use a few GT4Py constructs the icoforge backend
+does not lower yet (programs returning tuples of fields). `with_fallback("icoforge-cpu",
+"gtfn_cpu")` compiles every program with the first backend and only those it rejects at
+translation time (`UnsupportedConstructError`, never wrong numbers) with the second. Name such a
+pair "icoforge-cpu+gtfn_cpu" wherever a backend name is taken.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+from icoforge.errors import IcoforgeError
+from icoforge.suite.backends import backend_names, get_backend, is_gpu_backend
+
+# (program, reason) of every program loaded from the fallback backend in this process
+FALLEN_BACK: list[tuple[str, str]] = []
+
+
+@dataclasses.dataclass(frozen=True)
+class FallbackArtifact:
+    """The second backend's artifact, marked as such (the program name says which one fell back)."""
+
+    artifact: Any
+    program_name: str
+    reason: str
+
+    def load(self) -> Any:
+        FALLEN_BACK.append((self.program_name, self.reason))  # load() runs in the main process
+        return self.artifact.load()
+
+
+@dataclasses.dataclass(frozen=True)
+class FallbackExecutor:
+    """Runs `primary`; on UnsupportedConstructError runs `fallback` (both GT4Py executors taking
+    the same input, i.e. backends with the same transforms). Picklable, as GT4Py's worker
+    processes need."""
+
+    primary: Any
+    fallback: Any
+
+    def __call__(self, inp: Any) -> Any:
+        from icoforge.errors import UnsupportedConstructError
+
+        try:
+            return self.primary(inp)
+        except UnsupportedConstructError as e:
+            name = getattr(getattr(inp, "data", None), "id", "?")
+            return FallbackArtifact(self.fallback(inp), str(name), str(e).splitlines()[0])
+
+
+@functools.cache
+def with_fallback(primary_name: str, fallback_name: str) -> Any:
+    from gt4py.next import backend as gt_backend
+
+    primary, fallback = get_backend(primary_name), get_backend(fallback_name)
+    if primary is None or fallback is None:
+        raise IcoforgeError("a fallback pair needs two compiled backends (not 'embedded')")
+    if primary.transforms != fallback.transforms:
+        raise IcoforgeError(f"{primary_name} and {fallback_name} prepare programs differently; no fallback pair")
+    if is_gpu_backend(primary_name) != is_gpu_backend(fallback_name):
+        raise IcoforgeError(f"{primary_name} and {fallback_name} run on different devices; no fallback pair")
+    return gt_backend.Backend(
+        name=f"{primary.name}+{fallback.name}",
+        executor=FallbackExecutor(primary.executor, fallback.executor),
+        allocator=primary.allocator,
+        transforms=primary.transforms,
+    )
+
+
+def resolve_backend(name: str) -> Any:
+    """`get_backend(name)`, also for "A+B" fallback pairs."""
+    if "+" in name:
+        a, b = name.split("+", 1)
+        return with_fallback(a, b)
+    return get_backend(name)
+
+
+def is_gpu(name: str) -> bool:
+    return any(is_gpu_backend(part) for part in name.split("+"))
+
+
+def check_name(name: str) -> None:
+    """Raise UnknownNameError for a misspelt backend (or part of a pair) before any work starts."""
+    for part in name.split("+"):
+        get_backend(part)
+
+
+__all__ = [
+    "FallbackArtifact",
+    "FallbackExecutor",
+    "backend_names",
+    "check_name",
+    "is_gpu",
+    "resolve_backend",
+    "with_fallback",
+]

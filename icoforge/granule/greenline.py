@@ -1,0 +1,211 @@
+"""`run_greenline`: the whole greenline job for several backends, as one plain report.
+
+Grid and static fields are shared by all backends and timed once ("common" setup); each backend
+then has its own setup (construction, compilation, first calls), optional verification against
+the first backend, timed steps and a per-program profile (see `runner.py`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import importlib.metadata
+import os
+import platform
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from icoforge.errors import IcoforgeError
+from icoforge.granule import verify as verify_mod
+from icoforge.granule.backends import check_name
+from icoforge.granule.fields import build_static_fields
+from icoforge.granule.runner import SUBSTEP_MIX, VARIANTS, BackendResult, Granule, Progress, dtime_for
+from icoforge.granule.state import initial_state
+
+DEFAULT_FACTORY_BACKEND = "icoforge-cpu+gtfn_cpu"
+
+
+@dataclasses.dataclass
+class GreenlineOptions:
+    grid: str = "R2B3"
+    levels: int = 10
+    backends: tuple[str, ...] = ("icoforge-cpu",)
+    steps: int = 5
+    warmup: int = 1
+    profile_steps: int = 1  # dycore steps of SUBSTEP_MIX with per-program timing (0: none)
+    verify: bool = False
+    rtol: float = verify_mod.DEFAULT_RTOL
+    factory_backend: str = DEFAULT_FACTORY_BACKEND
+    seed: int = 0
+    cold: bool = False  # compile into an empty, temporary icoforge cache
+
+
+@dataclasses.dataclass
+class GreenlineReport:
+    options: GreenlineOptions
+    grid: dict[str, Any]
+    common_setup_s: dict[str, float]
+    fields_cached: bool
+    results: list[BackendResult]
+    comparisons: list[verify_mod.Comparison]
+    environment: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "options": dataclasses.asdict(self.options),
+            "grid": self.grid,
+            "common_setup_s": self.common_setup_s,
+            "static_fields_cached": self.fields_cached,
+            "variants": {k: {"at_first_substep": f, "at_last_substep": l} for k, (f, l) in VARIANTS.items()},
+            "dycore_step": list(SUBSTEP_MIX),
+            "backends": [r.to_json() for r in self.results],
+            "verification": [c.to_json() for c in self.comparisons],
+            "environment": self.environment,
+        }
+
+
+def environment() -> dict[str, Any]:
+    versions = {}
+    for dist in (
+        "icoforge",
+        "gt4py",
+        "icon4py-common",
+        "icon4py-atmosphere-dycore",
+        "dace",
+        "numpy",
+        "cupy-cuda13x",
+        "cupy-cuda12x",
+    ):
+        try:
+            versions[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "versions": versions,
+    }
+
+
+@contextlib.contextmanager
+def cold_icoforge_cache(enabled: bool) -> Iterator[None]:
+    """Point icoforge's caches (GT4Py passes, C++ builds) at an empty temporary directory.
+
+    GT4Py's compile workers are spawned lazily and read the environment when they start;
+    `wait_for_compilation()` first shuts down the current pool so that new workers see the new
+    cache. GT4Py's own build cache (gtfn, dace) lives per process by default
+    (GT4PY_BUILD_CACHE_LIFETIME=session): those backends always compile cold.
+    """
+    if not enabled:
+        yield
+        return
+    import gt4py.next as gtx
+
+    gtx.wait_for_compilation()
+    old = os.environ.get("ICOFORGE_CACHE")
+    tmp = tempfile.mkdtemp(prefix="icoforge-cold-")
+    os.environ["ICOFORGE_CACHE"] = tmp
+    try:
+        yield
+    finally:
+        gtx.wait_for_compilation()
+        if old is None:
+            os.environ.pop("ICOFORGE_CACHE", None)
+        else:
+            os.environ["ICOFORGE_CACHE"] = old
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_greenline(
+    opts: GreenlineOptions, progress: Progress | None = None, log: Callable[[str], None] | None = None
+) -> GreenlineReport:
+    from icoforge.grids import load_grid
+
+    progress = progress or (lambda what, done, total: None)
+    log = log or (lambda text: None)
+    if opts.levels <= 0:
+        raise IcoforgeError(f"levels must be positive, got {opts.levels}")
+    if opts.steps < 1 or opts.warmup < 0 or opts.profile_steps < 0:
+        raise IcoforgeError("steps must be >= 1, warm-up and profile steps >= 0")
+    if not opts.backends:
+        raise IcoforgeError("no backend given")
+    for name in (*opts.backends, opts.factory_backend):
+        check_name(name)  # a typo fails now, not after minutes of compiling
+
+    common: dict[str, float] = {}
+    progress("loading grid", 0, 0)
+    t0 = time.perf_counter()
+    grid = load_grid(opts.grid, levels=opts.levels, show_progress=False)
+    common["grid_load"] = time.perf_counter() - t0
+
+    progress(f"static fields ({opts.factory_backend})", 0, 0)
+    t0 = time.perf_counter()
+    static = build_static_fields(grid, opts.factory_backend, on_status=lambda s: progress(s, 0, 0))
+    common["static_fields"] = time.perf_counter() - t0
+    if not static.cached:
+        common.update({f"factory_{k}": v for k, v in static.timings.items()})
+
+    t0 = time.perf_counter()
+    state = initial_state(static, opts.levels, opts.seed)
+    common["initial_state"] = time.perf_counter() - t0
+
+    grid_info = {
+        "name": grid.name,
+        "path": str(grid.path),
+        "cells": grid.num_cells,
+        "edges": grid.num_edges,
+        "vertices": grid.num_vertices,
+        "levels": opts.levels,
+        "limited_area": bool(grid.limited_area),
+        "dtime_s": dtime_for(grid),
+    }
+    log(
+        f"{grid.name}: {grid.num_cells:,} cells, {grid.num_edges:,} edges, {opts.levels} levels, "
+        f"dtime {dtime_for(grid):g} s; static fields {'from cache' if static.cached else 'computed'}"
+    )
+
+    granules: list[Granule] = []
+    comparisons: list[verify_mod.Comparison] = []
+    with cold_icoforge_cache(opts.cold):
+        for name in opts.backends:
+            g = Granule(name, grid, static, state)
+            g.setup(progress)
+            granules.append(g)
+            log(_setup_line(g.result))
+
+        if opts.verify and len(granules) > 1:
+            reference = granules[0]
+            progress(f"verifying: {reference.name} (reference)", 0, 0)
+            ref_results = verify_mod.run_sequence(reference)
+            for g in granules[1:]:
+                progress(f"verifying: {g.name} vs {reference.name}", 0, 0)
+                comparisons.append(verify_mod.verify_against(g, ref_results, reference.name, opts.rtol))
+
+    for g in granules:
+        g.time_variants(opts.steps, opts.warmup, progress)
+        if opts.profile_steps:
+            g.profile(opts.profile_steps, progress)
+
+    return GreenlineReport(
+        options=opts,
+        grid=grid_info,
+        common_setup_s=common,
+        fields_cached=static.cached,
+        results=[g.result for g in granules],
+        comparisons=comparisons,
+        environment=environment(),
+    )
+
+
+def _setup_line(r: BackendResult) -> str:
+    parts = ", ".join(f"{k} {v:.1f} s" for k, v in r.setup_s.items())
+    cache = ""
+    if r.cache:
+        cache = f"; translation cache {r.cache['translation_cache_hits']}/{r.cache['programs']} hits"
+    return f"{r.backend}: {parts} ({r.compile_jobs} compile jobs{cache})"

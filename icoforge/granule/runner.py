@@ -1,0 +1,282 @@
+"""Set up and time the granule for one backend: setup phases, per-variant step times, per-program
+table.
+
+One `Granule` per backend, all built from the same static fields and the same initial state
+(plain NumPy arrays, copied with each backend's allocator). Order of work, identical for every
+backend so that their solvers have the same history:
+
+1. setup: device grid (GPU backends), SolveNonhydro construction (icon4py submits its programs'
+   compilation to GT4Py's worker pool), waiting for compilation, first call of each variant;
+2. optionally `verify.py`'s substeps;
+3. timing: per variant, warm-up calls then timed calls, each between device synchronisations;
+4. profile: a dycore step of `SUBSTEP_MIX` (first, 3 x middle, last) with every program call
+   timed (`instrument.Profiler`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from icoforge.granule import instrument
+from icoforge.granule.backends import is_gpu, resolve_backend
+from icoforge.granule.fields import StaticFields
+from icoforge.granule.solver import GranuleGrid, build_solver, grid_for_backend
+from icoforge.granule.state import to_states
+
+# (at_first_substep, at_last_substep) of SolveNonhydro.time_step
+VARIANTS: dict[str, tuple[bool, bool]] = {"first": (True, False), "middle": (False, False), "last": (False, True)}
+NDYN_SUBSTEPS = 5
+SUBSTEP_MIX = ("first", "middle", "middle", "middle", "last")  # one dycore step of 5 substeps
+# icon4py's benchmark: 0.02 > 4 * fourth_order_divdamp_factor, so the combined damping applies
+# its 2nd-order part only (the 4th-order part switches on below 0.016).
+SECOND_ORDER_DIVDAMP_FACTOR = 0.02
+DTIME_GLOBAL = 90.0  # s
+DTIME_LIMITED_AREA = 10.0  # s
+
+
+def dtime_for(grid: Any) -> float:
+    return DTIME_LIMITED_AREA if grid.limited_area else DTIME_GLOBAL
+
+
+def device_sync(gpu: bool) -> Callable[[], None]:
+    if not gpu:
+        return lambda: None
+    import cupy as cp
+
+    def sync() -> None:
+        cp.cuda.runtime.deviceSynchronize()
+
+    return sync
+
+
+@dataclasses.dataclass
+class ProgramRow:
+    name: str
+    calls_per_step: float  # per dycore step of SUBSTEP_MIX
+    median_ms: float  # per call
+    ms_per_step: float
+    share: float  # of the instrumented dycore step
+    kernels: int | None  # icoforge backends: kernels in the compiled program
+
+
+@dataclasses.dataclass
+class BackendResult:
+    backend: str
+    setup_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    compile_jobs: int = 0
+    cache: dict[str, Any] = dataclasses.field(default_factory=dict)
+    step_ms: dict[str, list[float]] = dataclasses.field(default_factory=dict)  # variant -> timed steps
+    programs: list[ProgramRow] = dataclasses.field(default_factory=list)
+    profiled_step_ms: float = 0.0  # dycore step (SUBSTEP_MIX) with per-program syncs
+    fallbacks: list[str] = dataclasses.field(default_factory=list)
+
+    def median_ms(self, variant: str) -> float:
+        return statistics.median(self.step_ms[variant])
+
+    def min_ms(self, variant: str) -> float:
+        return min(self.step_ms[variant])
+
+    def dycore_step_ms(self) -> float:
+        """Median-based time of one dycore step of NDYN_SUBSTEPS substeps (first + middle*3 + last)."""
+        return sum(self.median_ms(v) for v in SUBSTEP_MIX)
+
+    def to_json(self) -> dict[str, Any]:
+        variants = {
+            v: {"median_ms": self.median_ms(v), "min_ms": self.min_ms(v), "samples_ms": self.step_ms[v]}
+            for v in self.step_ms
+        }
+        return {
+            "backend": self.backend,
+            "setup_s": self.setup_s,
+            "compile_jobs": self.compile_jobs,
+            "cache": self.cache,
+            "variants": variants,
+            "dycore_step_ms": self.dycore_step_ms() if len(self.step_ms) == len(VARIANTS) else None,
+            "profiled_dycore_step_ms": self.profiled_step_ms,
+            "programs": [dataclasses.asdict(p) for p in self.programs],
+            "fallbacks": self.fallbacks,
+        }
+
+
+Progress = Callable[[str, int, int], None]  # (what, done, total)
+
+
+def _no_progress(what: str, done: int, total: int) -> None:
+    pass
+
+
+class Granule:
+    """SolveNonhydro + states for one backend."""
+
+    def __init__(self, backend_name: str, cpu_grid: Any, static: StaticFields, state_arrays: dict[str, Any]):
+        self.name = backend_name
+        self.backend = resolve_backend(backend_name)
+        self.gpu = is_gpu(backend_name)
+        self.sync = device_sync(self.gpu)
+        self.cpu_grid = cpu_grid
+        self.static = static
+        self.state_arrays = state_arrays
+        self.result = BackendResult(backend_name)
+        self.grid: GranuleGrid | None = None
+        self.solver: Any = None
+        self.states: tuple[Any, Any, Any] | None = None
+
+    # -- setup ------------------------------------------------------------------------------
+
+    def setup(self, progress: Progress = _no_progress) -> BackendResult:
+        import gt4py.next as gtx
+
+        from icoforge.granule import backends as gb
+
+        s = self.result.setup_s
+        fallbacks_before = len(gb.FALLEN_BACK)
+        t0 = time.perf_counter()
+        self.grid = grid_for_backend(self.cpu_grid, self.gpu)
+        if self.gpu:
+            s["device_grid"] = time.perf_counter() - t0
+
+        progress(f"{self.name}: constructing SolveNonhydro", 0, 0)
+        before = _ongoing_futures()
+        t0 = time.perf_counter()
+        self.solver = build_solver(self.grid, self.static, self.backend)
+        s["construct"] = time.perf_counter() - t0
+
+        jobs = [f for f in _ongoing_futures() if f not in before]
+        self.result.compile_jobs = len(jobs)
+        t0 = time.perf_counter()
+        pending = set(jobs)
+        while pending:
+            progress(f"{self.name}: compiling", len(jobs) - len(pending), len(jobs))
+            _, pending = concurrent.futures.wait(pending, timeout=0.5, return_when=concurrent.futures.FIRST_COMPLETED)
+        progress(f"{self.name}: compiling", len(jobs), len(jobs))
+        gtx.wait_for_compilation()  # raises the first compilation error, if any
+        s["compile"] = time.perf_counter() - t0
+
+        self.states = self.fresh_states()
+        t0 = time.perf_counter()
+        for i, variant in enumerate(VARIANTS):
+            progress(f"{self.name}: first call ({variant})", i, len(VARIANTS))
+            self.step(variant)
+        self.sync()
+        s["first_calls"] = time.perf_counter() - t0
+        self.result.fallbacks = [f"{p}: {r}" for p, r in gb.FALLEN_BACK[fallbacks_before:]]
+        self.result.cache = self._cache_info()
+        return self.result
+
+    def fresh_states(self) -> tuple[Any, Any, Any]:
+        from icon4py.model.common import model_backends
+
+        assert self.grid is not None
+        return to_states(self.state_arrays, self.grid.icon_grid, model_backends.get_allocator(self.backend))
+
+    def _cache_info(self) -> dict[str, Any]:
+        """icoforge backends: how many programs came from the translation / build caches."""
+        hits = builds = loaded = 0
+        build_s = translate_s = 0.0
+        for b in instrument.find_programs(self.solver):
+            for callable_ in instrument.loaded_variants(b):
+                artifact = getattr(callable_, "icoforge_artifact", None)
+                if artifact is None:
+                    continue
+                timings = dict(getattr(artifact, "timings", ()))
+                loaded += 1
+                hits += int(timings.get("translation_cache_hit", 0.0) > 0)
+                build_s += timings.get("build", 0.0)
+                translate_s += timings.get("translate", 0.0)
+                builds += int(timings.get("build", 0.0) > 0)
+        if not loaded:
+            return {}
+        return {
+            "programs": loaded,
+            "translation_cache_hits": hits,
+            "cpp_builds": builds,
+            "translate_s": round(translate_s, 3),
+            "build_s": round(build_s, 3),
+        }
+
+    # -- stepping ---------------------------------------------------------------------------
+
+    def step(self, variant: str, states: tuple[Any, Any, Any] | None = None) -> None:
+        first, last = VARIANTS[variant]
+        prognostic, diagnostic, prep_adv = states or self.states
+        assert self.grid is not None
+        self.solver.time_step(
+            diagnostic_state_nh=diagnostic,
+            prognostic_states=prognostic,
+            prep_adv=prep_adv,
+            second_order_divdamp_factor=SECOND_ORDER_DIVDAMP_FACTOR,
+            dtime=dtime_for(self.grid),
+            ndyn_substeps_var=NDYN_SUBSTEPS,
+            at_initial_timestep=False,
+            lprep_adv=True,
+            at_first_substep=first,
+            at_last_substep=last,
+        )
+
+    def time_variants(self, steps: int, warmup: int, progress: Progress = _no_progress) -> None:
+        """icon4py's benchmark loop: the same variant again and again on the same state pair."""
+        total = len(VARIANTS) * (steps + warmup)
+        done = 0
+        for variant in VARIANTS:
+            samples: list[float] = []
+            for i in range(warmup + steps):
+                progress(f"{self.name}: timing ({variant})", done, total)
+                self.sync()
+                t0 = time.perf_counter()
+                self.step(variant)
+                self.sync()
+                if i >= warmup:
+                    samples.append((time.perf_counter() - t0) * 1e3)
+                done += 1
+            self.result.step_ms[variant] = samples
+        progress(f"{self.name}: timing", total, total)
+
+    def profile(self, rounds: int, progress: Progress = _no_progress) -> None:
+        """Per-program times over `rounds` dycore steps of SUBSTEP_MIX."""
+        profiler = instrument.Profiler(self.solver, self.sync)
+        total_s = 0.0
+        with profiler:
+            for r in range(rounds):
+                progress(f"{self.name}: per-program profile", r, rounds)
+                for variant in SUBSTEP_MIX:
+                    self.sync()
+                    t0 = time.perf_counter()
+                    self.step(variant)
+                    self.sync()
+                    total_s += time.perf_counter() - t0
+        progress(f"{self.name}: per-program profile", rounds, rounds)
+        step_ms = total_s * 1e3 / rounds
+        kernels = profiler.kernels()
+        rows = []
+        for name, t in profiler.times.items():
+            if not t.calls:
+                continue
+            ms = t.total * 1e3 / rounds
+            rows.append(
+                ProgramRow(
+                    name=name,
+                    calls_per_step=t.calls / rounds,
+                    median_ms=t.median * 1e3,
+                    ms_per_step=ms,
+                    share=ms / step_ms if step_ms else 0.0,
+                    kernels=kernels.get(name),
+                )
+            )
+        rows.sort(key=lambda r: -r.ms_per_step)
+        self.result.programs = rows
+        self.result.profiled_step_ms = step_ms
+
+
+def _ongoing_futures() -> list[Any]:
+    """GT4Py's in-flight compilation futures (internal registry; empty if it moved)."""
+    try:
+        from gt4py.next.otf import compiled_program
+
+        return list(compiled_program._ongoing_compilations.keys())
+    except (ImportError, AttributeError):
+        return []

@@ -1,0 +1,157 @@
+"""icon4py's `SolveNonhydro` built for one backend from the shared static fields.
+
+The configuration is icon4py's benchmark's (`test_benchmark_solve_nonhydro.py`): combined
+(2nd + 4th order) divergence damping with fourth_order_divdamp_factor 0.004, maximal nudging
+coefficient 0.375, everything else NonHydrostaticConfig's defaults (the Rayleigh coefficient lives
+in MetricsConfig in icon4py 0.4.1, default 0.05). Constructing SolveNonhydro runs icon4py's
+`setup_program` for its ~22 programs, which submits their compilation (asynchronously, in GT4Py's
+worker pool); `gt4py.next.wait_for_compilation()` waits for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import threading
+from typing import Any
+
+from icoforge.granule.fields import Array, StaticFields
+
+FOURTH_ORDER_DIVDAMP_FACTOR = 0.004
+MAX_NUDGING_COEFFICIENT = 0.375
+
+
+def nonhydro_config() -> Any:
+    from icon4py.model.atmosphere.dycore import dycore_states
+    from icon4py.model.atmosphere.dycore import solve_nonhydro as solve_nh
+
+    return solve_nh.NonHydrostaticConfig(
+        divdamp_order=dycore_states.DivergenceDampingOrder.COMBINED,
+        fourth_order_divdamp_factor=FOURTH_ORDER_DIVDAMP_FACTOR,
+        max_nudging_coefficient=MAX_NUDGING_COEFFICIENT,
+    )
+
+
+def as_field(a: Array, allocator: Any) -> Any:
+    import gt4py.next as gtx
+    from icon4py.model.common import dimension as dims
+
+    dim_objs = [getattr(dims, name) for name in a.dims]
+    domain = gtx.domain({d: (o, o + n) for d, o, n in zip(dim_objs, a.origin, a.values.shape)})
+    return gtx.as_field(domain, a.values.copy(), allocator=allocator)
+
+
+@dataclasses.dataclass
+class GranuleGrid:
+    """An icon4py IconGrid on the device a backend needs, plus where it came from."""
+
+    name: str
+    icon_grid: Any
+    on_gpu: bool
+
+    @property
+    def limited_area(self) -> bool:
+        return bool(self.icon_grid.limited_area)
+
+
+_gpu_grids: dict[tuple, Any] = {}
+_gpu_lock = threading.Lock()
+
+
+def grid_for_backend(cpu_grid: Any, on_gpu: bool) -> GranuleGrid:
+    """The CPU grid itself, or the same file loaded again with connectivities on the GPU (GT4Py's
+    GPU backends need device tables; icoforge's CUDA target takes either)."""
+    if not on_gpu:
+        return GranuleGrid(cpu_grid.name, cpu_grid.icon_grid, False)
+    key = (str(cpu_grid.path), cpu_grid.num_levels)
+    with _gpu_lock:
+        if key not in _gpu_grids:
+            import gt4py.next as gtx
+            from gt4py.next import custom_layout_allocators as allocators
+            from icon4py.model.common.grid import grid_manager as gm
+            from icon4py.model.common.grid import gridfile
+            from icon4py.model.common.grid import vertical as v_grid
+
+            manager = gm.GridManager(
+                grid_file=cpu_grid.path,
+                config=v_grid.VerticalGridConfig(num_levels=cpu_grid.num_levels),
+                offset_transformation=gridfile.ToZeroBasedIndexTransformation(),
+            )
+            manager(allocator=allocators.device_allocators[gtx.DeviceType.CUDA], keep_skip_values=True)
+            _gpu_grids[key] = manager.grid
+        return GranuleGrid(cpu_grid.name, _gpu_grids[key], True)
+
+
+def build_solver(grid: GranuleGrid, static: StaticFields, backend: Any) -> Any:
+    """A SolveNonhydro for `backend` (a GT4Py Backend, or None for embedded) on `grid`."""
+    from icon4py.model.atmosphere.dycore import dycore_states
+    from icon4py.model.atmosphere.dycore import solve_nonhydro as solve_nh
+    from icon4py.model.common import model_backends
+    from icon4py.model.common.decomposition import definitions as decomposition
+    from icon4py.model.common.grid import states as grid_states
+    from icon4py.model.common.grid import vertical as v_grid
+
+    from icoforge.granule.fields import vertical_config
+
+    import gt4py.next as gtx
+    from icon4py.model.common import dimension as dims
+
+    allocator = model_backends.get_allocator(backend)
+    field = functools.partial(as_field, allocator=allocator)
+    g = {k: field(v) for k, v in static.geometry.items()}
+    config = nonhydro_config()
+    vconfig = vertical_config(grid.icon_grid.num_levels)
+    vgrid = v_grid.VerticalGrid(
+        config=vconfig,
+        vct_a=gtx.as_field((dims.KDim,), static.vct_a.copy(), allocator=allocator),
+        vct_b=gtx.as_field((dims.KDim,), static.vct_b.copy(), allocator=allocator),
+    )
+    cell_geometry = grid_states.CellParams(
+        cell_center_lat=g["cell_center_lat"],
+        cell_center_lon=g["cell_center_lon"],
+        area=g["cell_area"],
+        mean_cell_area=float(static.scalars["mean_cell_area"]),
+    )
+    edge_geometry = grid_states.EdgeParams(
+        **{
+            k: g[k]
+            for k in (
+                "tangent_orientation",
+                "inverse_primal_edge_lengths",
+                "inverse_dual_edge_lengths",
+                "inverse_vertex_vertex_lengths",
+                "primal_normal_vert_x",
+                "primal_normal_vert_y",
+                "dual_normal_vert_x",
+                "dual_normal_vert_y",
+                "primal_normal_cell_x",
+                "dual_normal_cell_x",
+                "primal_normal_cell_y",
+                "dual_normal_cell_y",
+                "edge_areas",
+                "coriolis_frequency",
+                "edge_center_lat",
+                "edge_center_lon",
+                "primal_normal_x",
+                "primal_normal_y",
+            )
+        }
+    )
+    interpolation_state = dycore_states.InterpolationState(**{k: field(v) for k, v in static.interpolation.items()})
+    metric_state = dycore_states.MetricStateNonHydro(
+        **{k: field(v) for k, v in static.metrics.items()},
+        nflat_gradp=gtx.int32(static.scalars["nflat_gradp"]),
+    )
+    return solve_nh.SolveNonhydro(
+        grid=grid.icon_grid,
+        config=config,
+        params=solve_nh.NonHydrostaticParams(config),
+        metric_state_nonhydro=metric_state,
+        interpolation_state=interpolation_state,
+        vertical_params=vgrid,
+        edge_geometry=edge_geometry,
+        cell_geometry=cell_geometry,
+        owner_mask=g["cell_owner_mask"],
+        backend=backend,
+        exchange=decomposition.single_node_exchange,
+    )
