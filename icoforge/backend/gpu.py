@@ -39,25 +39,28 @@ def cupy_vendor() -> str | None:
 class Runtime:
     """What a host plan needs at call time: argument views, the temporary pool, launches."""
 
-    def __init__(self, program_name: str):
-        import cupy as cp
-
-        self.cp = cp
+    def __init__(self, program_name: str, xp: Any = None):
+        if xp is None:
+            import cupy as xp
+        self.cp = xp  # the array module of device memory (NumPy in the CPU emulation)
         self.program = program_name
         self.pool: dict[str, Any] = {}
         self.stream = None  # a cupy.cuda.Stream to launch on; None: CuPy's current stream
 
+    def _ptr(self, arr: Any) -> int:
+        return arr.data.ptr
+
     def view(self, field: Any, ndim: int, dtype: type) -> tuple:
         arr = getattr(field, "ndarray", field)
         if not isinstance(arr, self.cp.ndarray):
-            raise IcoforgeError(f"{self.program}: a GPU program got a non-CuPy field ({type(arr).__name__})")
+            raise IcoforgeError(f"{self.program}: a GPU program got a non-{self.cp.__name__} field ({type(arr).__name__})")
         if arr.ndim != ndim or arr.dtype != dtype:
             raise IcoforgeError(
                 f"{self.program}: field of shape {arr.shape} and dtype {arr.dtype}, expected {ndim} dims of {np.dtype(dtype)}"
             )
         origin = getattr(field, "__gt_origin__", (0,) * ndim)
         item = arr.itemsize
-        ptr = arr.data.ptr + sum(o * s for o, s in zip(origin, arr.strides))
+        ptr = self._ptr(arr) + sum(o * s for o, s in zip(origin, arr.strides))
         return (np.uint64(ptr), *(np.int64(s // item) for s in arr.strides))
 
     @staticmethod
@@ -96,7 +99,7 @@ class Runtime:
         if kr:
             strides.append(nh)
             offset += k0 * nh
-        ptr = buf.data.ptr - offset * item
+        ptr = self._ptr(buf) - offset * item
         return (np.uint64(ptr), *(np.int64(s) for s in strides))
 
     def launch(self, kernel: Any, grid: tuple, block: tuple, args: tuple) -> None:

@@ -81,28 +81,35 @@ def index_type(launch: KernelLaunch) -> str:
 
 
 def kernel_signature(k: ir.Kernel, program: ir.ProgramIR, r: ExprRenderer, idx: str = "long long") -> list[str]:
+    """The kernel's parameters, in `kernel_param_order` (the host plan passes them in that order)."""
     written = set(k.fields_written())
     params: list[str] = []
-    for name in dict.fromkeys([*k.fields_read(), *k.fields_written()]):
-        f = program.field(name)
-        const = "" if name in written else "const "
-        params.append(f"{const}{r.ctype(f.dtype)}* __restrict__ {cname(name)}")
-        params += [f"const {idx} {cname(name)}_s{d}" for d in range(len(f.dims))]
-    for t in k.tables_used():
-        tb = next(x for x in program.tables if x.name == t)
-        params.append(f"const {r.ctype(tb.dtype)}* __restrict__ {cname(t)}")
-        params += [f"const {idx} {cname(t)}_s0", f"const {idx} {cname(t)}_s1"]
-    for p in k.params_used():
-        params.append(f"const {r.ctype(p.dtype)} {cname(p.name)}")
+    for kind, name in kernel_param_order(k, program):
+        if kind == "field":
+            f = program.field(name)
+            const = "" if name in written else "const "
+            params.append(f"{const}{r.ctype(f.dtype)}* __restrict__ {cname(name)}")
+            params += [f"const {idx} {cname(name)}_s{d}" for d in range(len(f.dims))]
+        elif kind == "table":
+            tb = next(x for x in program.tables if x.name == name)
+            params.append(f"const {r.ctype(tb.dtype)}* __restrict__ {cname(name)}")
+            params += [f"const {idx} {cname(name)}_s0", f"const {idx} {cname(name)}_s1"]
+        else:
+            p = next(p for p in k.params_used() if p.name == name)
+            params.append(f"const {r.ctype(p.dtype)} {cname(p.name)}")
     params += ["const int h0", "const int h1", "const int k0", "const int k1"]
     return params
 
 
 def kernel_param_order(k: ir.Kernel, program: ir.ProgramIR) -> list[tuple[str, str]]:
-    """What the host passes, in order: ("field", name) | ("table", name) | ("scalar", name)."""
-    out = [("field", n) for n in dict.fromkeys([*k.fields_read(), *k.fields_written()])]
-    out += [("table", t) for t in k.tables_used()]
-    out += [("scalar", p.name) for p in k.params_used()]
+    """What the host passes, in order: ("field", name) | ("table", name) | ("scalar", name).
+
+    Sorted by name, so the order does not depend on where in the body a value is first used:
+    schedules move loads around (k_per_thread hoists k-invariant loads), and a signature built
+    from the rewritten kernel must still match the host plan built from the original one."""
+    out = [("field", n) for n in sorted({*k.fields_read(), *k.fields_written()})]
+    out += [("table", t) for t in sorted(k.tables_used())]
+    out += [("scalar", n) for n in sorted({p.name for p in k.params_used()})]
     return out
 
 
