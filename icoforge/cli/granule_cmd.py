@@ -51,10 +51,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--factory-backend", default=DEFAULT_FACTORY_BACKEND,
         help=f"backend of icon4py's geometry/interpolation/metric factories, run once per grid and cached "
-        f"(default {DEFAULT_FACTORY_BACKEND}: ours, gtfn_cpu for programs we do not lower)",
+        f"(default {DEFAULT_FACTORY_BACKEND}: ours, GT4Py's Python roundtrip for the programs we do not lower)",
     )  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="seed of the initial state (default 0)")
     p.add_argument("--cold", action="store_true", help="compile into an empty temporary icoforge cache (cold compile)")
+    p.add_argument(
+        "--only-used-variants", action="store_true",
+        help="compile only the program variants the steps call (about half of icon4py's compile jobs)",
+    )  # fmt: skip
     p.add_argument("--json", metavar="PATH", help="also write the full report as JSON ('-' for stdout, no tables)")
     p.set_defaults(func=cmd_greenline)
 
@@ -77,6 +81,7 @@ def cmd_greenline(args: argparse.Namespace) -> int:
         factory_backend=args.factory_backend,
         seed=args.seed,
         cold=args.cold,
+        only_used_variants=args.only_used_variants,
     )
     json_only = args.json == "-"
     console = Console(stderr=True) if json_only else _console()

@@ -26,7 +26,7 @@ from icoforge.granule.fields import build_static_fields
 from icoforge.granule.runner import SUBSTEP_MIX, VARIANTS, BackendResult, Granule, Progress, dtime_for
 from icoforge.granule.state import initial_state
 
-DEFAULT_FACTORY_BACKEND = "icoforge-cpu+gtfn_cpu"
+DEFAULT_FACTORY_BACKEND = "icoforge-cpu+roundtrip-passes"
 
 
 @dataclasses.dataclass
@@ -42,6 +42,7 @@ class GreenlineOptions:
     factory_backend: str = DEFAULT_FACTORY_BACKEND
     seed: int = 0
     cold: bool = False  # compile into an empty, temporary icoforge cache
+    only_used_variants: bool = False  # compile only the program variants the steps call (CI)
 
 
 @dataclasses.dataclass
@@ -174,7 +175,7 @@ def run_greenline(
     comparisons: list[verify_mod.Comparison] = []
     with cold_icoforge_cache(opts.cold):
         for name in opts.backends:
-            g = Granule(name, grid, static, state)
+            g = Granule(name, grid, static, state, only_used_variants=opts.only_used_variants)
             g.setup(progress)
             granules.append(g)
             log(_setup_line(g.result))

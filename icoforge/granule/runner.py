@@ -25,16 +25,13 @@ from typing import Any
 from icoforge.granule import instrument
 from icoforge.granule.backends import is_gpu, resolve_backend
 from icoforge.granule.fields import StaticFields
-from icoforge.granule.solver import GranuleGrid, build_solver, grid_for_backend
+from icoforge.granule.solver import SECOND_ORDER_DIVDAMP_FACTOR, GranuleGrid, build_solver, grid_for_backend
 from icoforge.granule.state import to_states
 
 # (at_first_substep, at_last_substep) of SolveNonhydro.time_step
 VARIANTS: dict[str, tuple[bool, bool]] = {"first": (True, False), "middle": (False, False), "last": (False, True)}
 NDYN_SUBSTEPS = 5
 SUBSTEP_MIX = ("first", "middle", "middle", "middle", "last")  # one dycore step of 5 substeps
-# icon4py's benchmark: 0.02 > 4 * fourth_order_divdamp_factor, so the combined damping applies
-# its 2nd-order part only (the 4th-order part switches on below 0.016).
-SECOND_ORDER_DIVDAMP_FACTOR = 0.02
 DTIME_GLOBAL = 90.0  # s
 DTIME_LIMITED_AREA = 10.0  # s
 
@@ -113,7 +110,16 @@ def _no_progress(what: str, done: int, total: int) -> None:
 class Granule:
     """SolveNonhydro + states for one backend."""
 
-    def __init__(self, backend_name: str, cpu_grid: Any, static: StaticFields, state_arrays: dict[str, Any]):
+    def __init__(
+        self,
+        backend_name: str,
+        cpu_grid: Any,
+        static: StaticFields,
+        state_arrays: dict[str, Any],
+        *,
+        only_used_variants: bool = False,
+    ):
+        self.only_used_variants = only_used_variants
         self.name = backend_name
         self.backend = resolve_backend(backend_name)
         self.gpu = is_gpu(backend_name)
@@ -143,7 +149,7 @@ class Granule:
         progress(f"{self.name}: constructing SolveNonhydro", 0, 0)
         before = _ongoing_futures()
         t0 = time.perf_counter()
-        self.solver = build_solver(self.grid, self.static, self.backend)
+        self.solver = build_solver(self.grid, self.static, self.backend, only_used_variants=self.only_used_variants)
         s["construct"] = time.perf_counter() - t0
 
         jobs = [f for f in _ongoing_futures() if f not in before]

@@ -10,15 +10,31 @@ worker pool); `gt4py.next.wait_for_compilation()` waits for it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from icoforge.granule.fields import Array, StaticFields
 
 FOURTH_ORDER_DIVDAMP_FACTOR = 0.004
 MAX_NUDGING_COEFFICIENT = 0.375
+# time_step's factor, as icon4py's benchmark: 0.02 > 4 * FOURTH_ORDER_DIVDAMP_FACTOR, so the
+# combined damping applies its 2nd-order part only (the 4th-order part switches on below 0.016).
+SECOND_ORDER_DIVDAMP_FACTOR = 0.02
+
+# Programs icon4py binds but the granule never calls: on global grids the limited-area ones, and
+# the test-field initialisation (SolveNonhydro.p_test_run is False).
+LIMITED_AREA_ONLY = (
+    "compute_exner_from_rhotheta",
+    "stencils_61_62",
+    "compute_dwdz_for_divergence_damping",
+    "init_cell_kdim_field_with_zero_wp",
+    "update_mass_flux_weighted",
+)
+NEVER_CALLED = ("init_test_fields",)
 
 
 def nonhydro_config() -> Any:
@@ -82,8 +98,75 @@ def grid_for_backend(cpu_grid: Any, on_gpu: bool) -> GranuleGrid:
         return GranuleGrid(cpu_grid.name, _gpu_grids[key], True)
 
 
-def build_solver(grid: GranuleGrid, static: StaticFields, backend: Any) -> Any:
-    """A SolveNonhydro for `backend` (a GT4Py Backend, or None for embedded) on `grid`."""
+def used_variant_values(mean_cell_area: float) -> dict[str, list[Any]]:
+    """The values the granule's steps pass for icon4py's compile-time variants (`setup_program`'s
+    `variants`); variants not listed here (at_first_substep, at_last_substep) take all values."""
+    return {
+        "is_iau_active": [False],
+        "lprep_adv": [True],
+        "prepare_advection": [True],
+        # MOST_EFFICIENT time scheme and never the initial time step
+        "skip_compute_predictor_vertical_advection": [True],
+        # VelocityAdvection sets it to True unconditionally (icon4py 0.4.1)
+        "apply_extra_diffusion_on_vn": [True],
+        # SolveNonhydro.run_corrector_step with COMBINED divergence damping
+        "apply_2nd_order_divergence_damping": [SECOND_ORDER_DIVDAMP_FACTOR * mean_cell_area > 1.0e-6],
+        "apply_4th_order_divergence_damping": [SECOND_ORDER_DIVDAMP_FACTOR <= 4.0 * FOURTH_ORDER_DIVDAMP_FACTOR],
+    }
+
+
+def _keep_used(values: list[Any], used: list[Any] | None) -> list[Any]:
+    if used is None:
+        return values
+    kept = [v for v in values if v in used]
+    return kept or values  # a value icon4py does not offer: leave icon4py's list alone
+
+
+class _NotCompiled:
+    """Stands in for a program that `only_used_variants` did not compile."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        from icoforge.errors import IcoforgeError
+
+        raise IcoforgeError(
+            f"program {self.name} was not compiled (only_used_variants): the granule should not call it"
+        )
+
+
+@contextlib.contextmanager
+def _pruned_setup_program(limited_area: bool, mean_cell_area: float) -> Iterator[None]:
+    """Make icon4py's `setup_program` compile only the variants and programs the granule calls."""
+    from icon4py.model.atmosphere.dycore import solve_nonhydro as solve_nh
+    from icon4py.model.atmosphere.dycore import velocity_advection as vel_adv
+
+    original = solve_nh.setup_program
+    used = used_variant_values(mean_cell_area)
+    skip = NEVER_CALLED + (() if limited_area else LIMITED_AREA_ONLY)
+
+    def pruned(*, program: Any, variants: dict[str, list[Any]] | None = None, **kwargs: Any) -> Any:
+        name = program.definition_stage.definition.__name__
+        if name in skip:
+            return _NotCompiled(name)
+        if variants:
+            variants = {k: _keep_used(values, used.get(k)) for k, values in variants.items()}
+        return original(program=program, variants=variants, **kwargs)
+
+    solve_nh.setup_program = vel_adv.setup_program = pruned
+    try:
+        yield
+    finally:
+        solve_nh.setup_program = vel_adv.setup_program = original
+
+
+def build_solver(grid: GranuleGrid, static: StaticFields, backend: Any, *, only_used_variants: bool = False) -> Any:
+    """A SolveNonhydro for `backend` (a GT4Py Backend, or None for embedded) on `grid`.
+
+    only_used_variants: compile only the program variants the granule's steps call (about half
+    of icon4py's 38 compile jobs on a global grid) instead of all of them as icon4py does; the
+    compiled variants are the same programs. For CI; benchmarks compile what icon4py compiles."""
     from icon4py.model.atmosphere.dycore import dycore_states
     from icon4py.model.atmosphere.dycore import solve_nonhydro as solve_nh
     from icon4py.model.common import model_backends
@@ -142,16 +225,22 @@ def build_solver(grid: GranuleGrid, static: StaticFields, backend: Any) -> Any:
         **{k: field(v) for k, v in static.metrics.items()},
         nflat_gradp=gtx.int32(static.scalars["nflat_gradp"]),
     )
-    return solve_nh.SolveNonhydro(
-        grid=grid.icon_grid,
-        config=config,
-        params=solve_nh.NonHydrostaticParams(config),
-        metric_state_nonhydro=metric_state,
-        interpolation_state=interpolation_state,
-        vertical_params=vgrid,
-        edge_geometry=edge_geometry,
-        cell_geometry=cell_geometry,
-        owner_mask=g["cell_owner_mask"],
-        backend=backend,
-        exchange=decomposition.single_node_exchange,
+    pruning = (
+        _pruned_setup_program(grid.limited_area, float(static.scalars["mean_cell_area"]))
+        if only_used_variants
+        else contextlib.nullcontext()
     )
+    with pruning:
+        return solve_nh.SolveNonhydro(
+            grid=grid.icon_grid,
+            config=config,
+            params=solve_nh.NonHydrostaticParams(config),
+            metric_state_nonhydro=metric_state,
+            interpolation_state=interpolation_state,
+            vertical_params=vgrid,
+            edge_geometry=edge_geometry,
+            cell_geometry=cell_geometry,
+            owner_mask=g["cell_owner_mask"],
+            backend=backend,
+            exchange=decomposition.single_node_exchange,
+        )

@@ -1,0 +1,325 @@
+"""Granule pieces that need no compilation: backends by name, state, field cache, profiler,
+verification arithmetic, report rendering, CLI argument checks. Seconds in total."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import numpy as np
+import pytest
+
+from icoforge.cli.main import main
+from icoforge.errors import IcoforgeError, UnknownNameError
+from icoforge.granule import backends, fields, instrument, verify
+from icoforge.granule.greenline import GreenlineOptions, GreenlineReport
+from icoforge.granule.report import print_report
+from icoforge.granule.runner import VARIANTS, BackendResult, ProgramRow
+from icoforge.granule.state import PROGNOSTIC_FIELDS, initial_state
+
+# --- backends -----------------------------------------------------------------------------------
+
+
+def test_backend_names_are_checked_before_any_work():
+    backends.check_name("icoforge-cpu+gtfn_cpu")
+    backends.check_name("roundtrip_gtir")
+    with pytest.raises(UnknownNameError, match="gtfn_cpu"):
+        backends.check_name("icoforge-cpu+gtfn_cp")
+
+
+def test_fallback_pair_is_one_gt4py_backend():
+    b = backends.resolve_backend("icoforge-cpu+gtfn_cpu")
+    assert "+" in b.name
+    assert isinstance(b.executor, backends.FallbackExecutor)
+    assert not backends.is_gpu("icoforge-cpu+gtfn_cpu") and backends.is_gpu("icoforge-cuda")
+
+
+def test_fallback_pair_refuses_embedded_and_mixed_devices():
+    with pytest.raises(IcoforgeError):
+        backends.with_fallback("icoforge-cpu", "embedded")
+
+
+def test_fallback_executor_falls_back_only_on_unsupported_constructs():
+    from icoforge.errors import UnsupportedConstructError
+
+    def unsupported(inp):
+        raise UnsupportedConstructError("tuples of fields are not supported yet")
+
+    def broken(inp):
+        raise ZeroDivisionError
+
+    art = backends.FallbackExecutor(unsupported, lambda inp: "fallback artifact")(object())
+    assert isinstance(art, backends.FallbackArtifact) and art.artifact == "fallback artifact"
+    assert "tuples" in art.reason
+    with pytest.raises(ZeroDivisionError):  # a real bug is never hidden by the fallback
+        backends.FallbackExecutor(broken, lambda inp: "x")(object())
+
+
+# --- static fields and state --------------------------------------------------------------------
+
+
+def _fake_static(num_cells=6, num_edges=9, nlev=4) -> fields.StaticFields:
+    rng = np.random.default_rng(1)
+    z = np.linspace(1.0, 0.5, nlev)[None, :]
+    metrics = {
+        "reference_rho_at_cells_on_model_levels": fields.Array(
+            ("CellDim", "KDim"), (0, 0), np.ones((num_cells, 1)) * z
+        ),
+        "reference_theta_at_cells_on_model_levels": fields.Array(
+            ("CellDim", "KDim"), (0, 0), 300.0 + 10 * (1 - z) * np.ones((num_cells, 1))
+        ),
+        "reference_exner_at_cells_on_model_levels": fields.Array(
+            ("CellDim", "KDim"), (0, 0), 0.9 * np.ones((num_cells, nlev))
+        ),
+        "reference_theta_at_cells_on_half_levels": fields.Array(
+            ("CellDim", "KDim"), (0, 0), 300.0 * np.ones((num_cells, nlev + 1))
+        ),
+        "wgtfacq_c": fields.Array(("CellDim", "KDim"), (0, nlev - 3), rng.random((num_cells, 3))),
+        "vertoffset_gradp": fields.Array(
+            ("EdgeDim", "E2CDim", "KDim"), (0, 0, 0), np.zeros((num_edges, 2, nlev), np.int32)
+        ),
+        "mask_prog_halo_c": fields.Array(("CellDim",), (0,), np.zeros(num_cells, bool)),
+    }
+    geometry = {
+        "edge_center_lat": fields.Array(("EdgeDim",), (0,), rng.uniform(-1.5, 1.5, num_edges)),
+        "primal_normal_x": fields.Array(("EdgeDim",), (0,), rng.uniform(-1, 1, num_edges)),
+    }
+    return fields.StaticFields(
+        geometry=geometry,
+        interpolation={"c_lin_e": fields.Array(("EdgeDim", "E2CDim"), (0, 0), rng.random((num_edges, 2)))},
+        metrics=metrics,
+        scalars={"mean_cell_area": 1.5e10, "nflat_gradp": 2},
+        vct_a=np.linspace(23500.0, 0.0, nlev + 1),
+        vct_b=np.zeros(nlev + 1),
+        factory_backend="test",
+        timings={"geometry": 1.0, "interpolation": 2.0, "metrics": 3.0},
+    )
+
+
+def test_static_fields_cache_round_trip(tmp_path):
+    f = _fake_static()
+    path = tmp_path / "x.npz"
+    fields._write(path, f)
+    g = fields._read(path)
+    assert g is not None and g.cached and not f.cached
+    assert g.scalars == f.scalars and isinstance(g.scalars["nflat_gradp"], int)
+    assert g.timings == f.timings and g.factory_backend == "test"
+    for name, a in f.arrays().items():
+        b = g.arrays()[name]
+        assert (b.dims, b.origin) == (a.dims, a.origin), name
+        assert b.values.dtype == a.values.dtype and np.array_equal(b.values, a.values), name
+    np.testing.assert_array_equal(g.vct_a, f.vct_a)
+
+
+def test_static_fields_cache_ignores_corrupt_files(tmp_path):
+    path = tmp_path / "x.npz"
+    path.write_bytes(b"not a zip file")
+    assert fields._read(path) is None
+    assert fields._read(tmp_path / "missing.npz") is None
+
+
+def test_initial_state_is_plausible_and_reproducible():
+    from icon4py.model.common import constants
+
+    static = _fake_static()
+    a = initial_state(static, 4, seed=3)
+    b = initial_state(static, 4, seed=3)
+    c = initial_state(static, 4, seed=4)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert not np.array_equal(a["vn"], c["vn"])
+    assert a["w"].shape == (6, 5) and a["vn"].shape == (9, 4)
+    assert (a["rho"] > 0).all() and (a["theta_v"] > 250).all()
+    np.testing.assert_allclose(a["exner"], (constants.RD_O_P0REF * a["rho"] * a["theta_v"]) ** constants.RD_O_CVD)
+    assert (a["w"][:, 0] == 0).all() and (a["w"][:, -1] == 0).all()
+    assert np.abs(a["vn"]).max() < 25.0
+    for name in (
+        "perturbed_exner_at_cells_on_model_levels",
+        "rho_at_cells_on_half_levels",
+        "theta_v_at_cells_on_half_levels",
+    ):
+        assert np.isfinite(a[name]).all()
+
+
+def test_initial_state_checks_levels():
+    with pytest.raises(ValueError, match="levels"):
+        initial_state(_fake_static(nlev=4), 5)
+
+
+# --- profiler ---------------------------------------------------------------------------------
+
+
+class _FakeProgram:
+    """Looks like a GT4Py Program to `find_programs` (definition_stage.definition.__name__)."""
+
+    def __init__(self, name, kernels=None):
+        def definition():
+            pass
+
+        definition.__name__ = name
+        self.definition_stage = type("S", (), {"definition": definition})()
+        self.calls = 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+
+
+def test_profiler_times_every_bound_program_and_restores_them():
+    a, b = _FakeProgram("prog_a"), _FakeProgram("prog_b")
+
+    class Adv:
+        pass
+
+    class Solver:
+        pass
+
+    solver, adv = Solver(), Adv()
+    solver._a = functools.partial(a, x=1)
+    solver._a_again = functools.partial(a, x=2)
+    solver.not_a_program = functools.partial(print)
+    adv._b = functools.partial(b)
+    solver.velocity_advection = adv
+    found = instrument.find_programs(solver)
+    assert [p.name for p in found] == ["prog_a", "prog_a", "prog_b"]
+    originals = (solver._a, adv._b)
+    syncs = []
+    with instrument.Profiler(solver, sync=lambda: syncs.append(1)) as prof:
+        solver._a()
+        solver._a()
+        solver._a_again()
+        adv._b()
+    assert (solver._a, adv._b) == originals
+    assert a.calls == 3 and b.calls == 1
+    assert {n: t.calls for n, t in prof.times.items()} == {"prog_a (a)": 2, "prog_a (a_again)": 1, "prog_b": 1}
+    assert len(syncs) == 8  # before and after every call
+    assert prof.kernels() == {"prog_a (a)": None, "prog_a (a_again)": None, "prog_b": None}
+
+
+def test_kernel_count_reads_icoforge_artifacts(tmp_path):
+    src = tmp_path / "icf_x.cpp"
+    src.write_text("// Generated by icoforge\n// Kernels: x_k0, x_k1, x_k2\n")
+
+    def cpu_program():
+        pass
+
+    cpu_program.icoforge_artifact = type("A", (), {"module_path": str(tmp_path / "icf_x.so"), "module_name": "icf_x"})()
+
+    def gpu_program():
+        pass
+
+    gpu_program.icoforge_artifact = type("G", (), {"kernel_names": ("a", "b")})()
+    assert instrument.kernel_count(cpu_program) == 3
+    assert instrument.kernel_count(gpu_program) == 2
+    assert instrument.kernel_count(lambda: None) is None
+
+
+# --- verification arithmetic --------------------------------------------------------------------
+
+
+def _prognostic(value=1.0):
+    return {name: np.full((4, 3), value) for name in PROGNOSTIC_FIELDS}
+
+
+def test_compare_fields_relative_to_reference_scale():
+    a, b = _prognostic(2.0), _prognostic(2.0)
+    a["vn"][0, 0] = 2.0 + 2e-9
+    diffs = {d.field: d for d in verify.compare_fields(a, b)}
+    assert diffs["vn"].max_rel == pytest.approx(1e-9) and diffs["rho"].max_rel == 0.0
+    cmp = verify.Comparison("x", "ref", 1e-9 * 0.9, [("first", list(diffs.values()))])
+    assert not cmp.passed and cmp.worst()["vn"] == pytest.approx(1e-9)
+    assert verify.Comparison("x", "ref", 1e-8, [("first", list(diffs.values()))]).passed
+
+
+def test_nan_never_passes():
+    a, b = _prognostic(), _prognostic()
+    a["w"][1, 1] = np.nan
+    b["w"][1, 1] = np.nan  # NaN in both: still a failure
+    cmp = verify.Comparison("x", "ref", 1.0, [("first", verify.compare_fields(a, b))])
+    assert not cmp.passed and cmp.worst()["w"] == float("inf")
+    assert json.dumps(cmp.to_json(), allow_nan=True)
+
+
+# --- report ---------------------------------------------------------------------------------------
+
+
+def _fake_report() -> GreenlineReport:
+    results = []
+    for name, scale in (("icoforge-cpu", 1.0), ("gtfn_cpu", 2.0)):
+        r = BackendResult(
+            name, setup_s={"construct": 10.0 * scale, "compile": 1.0, "first_calls": 0.5}, compile_jobs=38
+        )
+        r.step_ms = {v: [scale * 10.0, scale * 11.0, scale * 12.0] for v in VARIANTS}
+        r.programs = [
+            ProgramRow(
+                "vertically_implicit_solver_at_predictor_step",
+                5,
+                2.0 * scale,
+                10.0 * scale,
+                0.2,
+                10 if scale == 1 else None,
+            ),
+            ProgramRow(
+                "compute_diagnostics_from_normal_wind", 1, 1.0 * scale, 1.0 * scale, 0.02, 2 if scale == 1 else None
+            ),
+        ]
+        r.profiled_step_ms = 50.0 * scale
+        if scale == 1.0:
+            r.cache = {
+                "programs": 20,
+                "translation_cache_hits": 20,
+                "cpp_builds": 0,
+                "translate_s": 1.0,
+                "build_s": 0.0,
+            }
+        results.append(r)
+    diffs = verify.compare_fields(_prognostic(1.0), _prognostic(1.0))
+    return GreenlineReport(
+        options=GreenlineOptions(backends=("icoforge-cpu", "gtfn_cpu"), verify=True),
+        grid={"name": "R2B3", "cells": 5120, "edges": 7680, "vertices": 2562, "levels": 10},
+        common_setup_s={"grid_load": 0.2, "static_fields": 0.03, "initial_state": 0.01},
+        fields_cached=True,
+        results=results,
+        comparisons=[verify.Comparison("gtfn_cpu", "icoforge-cpu", 1e-9, [("first", diffs)])],
+        environment={"date": "today"},
+    )
+
+
+def test_report_tables_and_json():
+    from rich.console import Console
+
+    rep = _fake_report()
+    console = Console(width=200, record=True)
+    print_report(rep, console)
+    text = console.export_text()
+    for needle in ("setup (seconds)", "step time (ms)", "dycore step", "2.00x", "PASS", "20/20",
+                   "vertically_implicit_solver_at_predictor_step", "outside GT4Py programs"):  # fmt: skip
+        assert needle in text, needle
+    data = json.loads(json.dumps(rep.to_json()))
+    assert data["backends"][0]["dycore_step_ms"] == pytest.approx(5 * 11.0)
+    assert data["verification"][0]["passed"] is True
+    assert set(data["backends"][1]["variants"]) == set(VARIANTS)
+
+
+# --- CLI ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["greenline", "--backend", "gtfn_cp"], "Did you mean 'gtfn_cpu'"),
+        (["greenline", "--compare", "dace"], "unknown backend 'dace'"),
+        (["greenline", "--factory-backend", "icoforge-cpu+gtfn"], "unknown backend 'gtfn'"),
+        (["greenline", "--levels", "0"], "levels must be positive"),
+        (["greenline", "--steps", "0"], "steps must be"),
+    ],
+)
+def test_greenline_refuses_bad_arguments_in_one_line(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "icoforge: error:" in err and message in err and "Traceback" not in err
+
+
+def test_greenline_is_registered(capsys):
+    with pytest.raises(SystemExit):
+        main(["greenline", "--help"])
+    out = capsys.readouterr().out
+    assert "--compare" in out and "--verify" in out and "--json" in out and "--cold" in out
