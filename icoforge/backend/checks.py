@@ -56,28 +56,41 @@ def available_compilers() -> tuple[str, ...]:
     return tuple(c for c, found in (("nvcc", find_nvcc()), ("hipcc", find_hipcc())) if found)
 
 
+def _compile_one(name: str, grid_name: str, levels: int, compilers: tuple[str, ...]) -> list[CompileRow]:
+    """In a worker process: GT4Py's passes, code generation and both compilers for one program."""
+    from icoforge.grids import load_grid
+
+    try:
+        grid = load_grid(grid_name, levels=levels, show_progress=False)
+        return compile_program(name, grid, compilers)
+    except Exception as e:  # a lowering error is a row, the others go on
+        return [CompileRow(name, "-", "*", 0, 0, 0, 0, f"{type(e).__name__}: {e}"[-500:])]
+
+
 def compile_all(
     names: list[str], grid_name: str, levels: int, jobs: int, on_row: Callable[[CompileRow], None] | None = None
 ) -> list[CompileRow]:
-    from icoforge.backend.precompile import warm_passes
+    """Every program in `jobs` processes (passes and compilers both take seconds per program);
+    rows come back in the order of `names`."""
+    import concurrent.futures as cf
+    import multiprocessing
+
     from icoforge.grids import load_grid
 
     compilers = available_compilers()
     if not compilers:
         raise GPUCompileError("neither nvcc nor hipcc is installed")
-    warm_passes(names, grid_name, levels, jobs)
-    grid = load_grid(grid_name, levels=levels, show_progress=False)
-    rows: list[CompileRow] = []
-    for name in names:
-        try:
-            got = compile_program(name, grid, compilers)
-        except Exception as e:  # a lowering error is a row, the others go on
-            got = [CompileRow(name, "-", "*", 0, 0, 0, 0, f"{type(e).__name__}: {e}"[-500:])]
-        rows.extend(got)
-        if on_row:
-            for r in got:
-                on_row(r)
-    return rows
+    load_grid(grid_name, levels=levels, show_progress=False)  # generate once, before the workers
+    by_name: dict[str, list[CompileRow]] = {}
+    ctx = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futures = {pool.submit(_compile_one, n, grid_name, levels, compilers): n for n in names}
+        for fut in cf.as_completed(futures):
+            by_name[futures[fut]] = got = fut.result()
+            if on_row:
+                for r in got:
+                    on_row(r)
+    return [r for n in names for r in by_name[n]]
 
 
 def compile_table_markdown(rows: list[CompileRow], header: str) -> str:
