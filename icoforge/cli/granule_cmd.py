@@ -59,6 +59,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--only-used-variants", action="store_true",
         help="compile only the program variants the steps call (about half of icon4py's compile jobs)",
     )  # fmt: skip
+    p.add_argument(
+        "--save-reference", metavar="PATH",
+        help="record --backend's results of the verification substeps (a compact fingerprint, JSON)",
+    )  # fmt: skip
+    p.add_argument(
+        "--reference", metavar="PATH", dest="reference_file",
+        help="verify every backend against a recorded fingerprint (see --save-reference)",
+    )  # fmt: skip
     p.add_argument("--json", metavar="PATH", help="also write the full report as JSON ('-' for stdout, no tables)")
     p.set_defaults(func=cmd_greenline)
 
@@ -82,6 +90,8 @@ def cmd_greenline(args: argparse.Namespace) -> int:
         seed=args.seed,
         cold=args.cold,
         only_used_variants=args.only_used_variants,
+        save_reference=args.save_reference,
+        reference_file=args.reference_file,
     )
     json_only = args.json == "-"
     console = Console(stderr=True) if json_only else _console()

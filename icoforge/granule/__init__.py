@@ -1,16 +1,40 @@
 """The greenline granule: icon4py's dycore step (`SolveNonhydro.time_step`) with any backend.
 
-    fields.py      geometry / interpolation / metric fields from icon4py's factories (cached)
-    backends.py    backends by name, and "A+B" pairs (B compiles what A rejects)
+    icoforge greenline --grid R2B3 --levels 10 --backend icoforge-cpu --compare gtfn_cpu --verify
+
+Modules (data flows down):
+
+    fields.py      geometry / interpolation / metric fields from icon4py's factories, once per
+                   grid (cached on disk), as NumPy arrays shared by every backend
+    backends.py    backends by name; "A+B" pairs (B compiles what A rejects); GT4Py's roundtrip
+                   backends, incl. "roundtrip-passes" (Python on icoforge's cached GT4Py passes)
     state.py       random but plausible initial state, identical for every backend
-    solver.py      SolveNonhydro for one backend (icon4py's benchmark configuration)
-    instrument.py  per-program timing inside the step, kernels per program
+    solver.py      SolveNonhydro for one backend (icon4py's benchmark configuration);
+                   only_used_variants compiles just the program variants the steps call
+    instrument.py  per-program timing inside the step; kernels per compiled program
     runner.py      setup phases, timed variants (first/middle/last substep), profile
-    verify.py      the same substeps with two backends, compared
+    verify.py      the same substeps with two backends, compared field by field
+    golden.py      recorded reference results (fingerprints) for CI
     greenline.py   the whole job for several backends -> GreenlineReport (JSON-able)
     report.py      rich tables
 
-CLI: `icoforge greenline --grid R2B3 --levels 10 --backend icoforge-cpu --compare gtfn_cpu --verify`.
+Reading the output:
+
+- setup: "construct" includes most of the compilation (icon4py submits every program variant to
+  GT4Py's compile workers, then calls one program inside SolveNonhydro.__init__ and so waits for
+  the queue); "compile" is what is left after construction; "first call" runs each substep
+  variant once (loading the compiled modules). Grid and static fields are shared and shown once.
+  The icoforge translation cache line says whether the compile was cold (0/N hits) or warm.
+- step time: per variant (at_first_substep / at_last_substep of time_step) the median and minimum
+  of the timed calls, each between device synchronisations; "dycore step" is first + 3 x middle +
+  last, the 5 substeps of one model time step.
+- per program: every GT4Py program call inside one dycore step, timed with a device
+  synchronisation before and after; sorted by time per step, so the biggest contributors come
+  first. calls/step counts calls in the 5 substeps (velocity advection's predictor runs only in
+  the first); share is of the instrumented step; kernels is the number of kernels in icoforge's
+  compiled program ("-" for GT4Py's backends); the last row is the time spent outside programs
+  (icon4py's Python between calls).
+- verification: largest max|a - b| / max|reference| per prognostic field over the substeps.
 """
 
 from icoforge.granule.greenline import GreenlineOptions, GreenlineReport, run_greenline

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from icoforge.errors import IcoforgeError
+from icoforge.granule import golden
 from icoforge.granule import verify as verify_mod
 from icoforge.granule.backends import check_name
 from icoforge.granule.fields import build_static_fields
@@ -43,6 +44,8 @@ class GreenlineOptions:
     seed: int = 0
     cold: bool = False  # compile into an empty, temporary icoforge cache
     only_used_variants: bool = False  # compile only the program variants the steps call (CI)
+    save_reference: str | None = None  # write the first backend's verification fingerprint here
+    reference_file: str | None = None  # compare every backend with a recorded fingerprint
 
 
 @dataclasses.dataclass
@@ -180,13 +183,30 @@ def run_greenline(
             granules.append(g)
             log(_setup_line(g.result))
 
+        sequences: dict[str, list[Any]] = {}
+
+        def sequence(g: Granule) -> list[Any]:
+            if g.name not in sequences:
+                progress(f"verification substeps: {g.name}", 0, 0)
+                sequences[g.name] = verify_mod.run_sequence(g)
+            return sequences[g.name]
+
+        inputs = golden.input_description(grid, opts.levels, opts.seed)
+        if opts.reference_file:
+            recorded = golden.load(opts.reference_file)
+            if problems := golden.check_inputs(recorded, inputs):
+                raise IcoforgeError(f"{opts.reference_file} was recorded for other inputs: " + "; ".join(problems))
+            for g in granules:
+                comparisons.append(golden.compare_golden(sequence(g), recorded, g.name, opts.rtol))
         if opts.verify and len(granules) > 1:
             reference = granules[0]
-            progress(f"verifying: {reference.name} (reference)", 0, 0)
-            ref_results = verify_mod.run_sequence(reference)
             for g in granules[1:]:
-                progress(f"verifying: {g.name} vs {reference.name}", 0, 0)
-                comparisons.append(verify_mod.verify_against(g, ref_results, reference.name, opts.rtol))
+                comparisons.append(
+                    verify_mod.compare_runs(g.name, sequence(g), reference.name, sequence(reference), opts.rtol)
+                )
+        if opts.save_reference:
+            golden.write(opts.save_reference, granules[0].name, inputs, sequence(granules[0]), environment())
+            log(f"reference fingerprint of {granules[0].name} written to {opts.save_reference}")
 
     for g in granules:
         g.time_variants(opts.steps, opts.warmup, progress)

@@ -11,8 +11,8 @@ from icoforge.granule.state import PROGNOSTIC_FIELDS
 
 SETUP_LABELS = {
     "device_grid": "grid on the device",
-    "construct": "construct SolveNonhydro",
-    "compile": "compile (wait for workers)",
+    "construct": "construct SolveNonhydro (+ most compiling)",
+    "compile": "rest of the compiling",
     "first_calls": "first call of each variant",
 }
 
@@ -114,13 +114,13 @@ def program_table(rep: GreenlineReport, index: int) -> Table:
 
 
 def verification_table(rep: GreenlineReport) -> Table:
-    ref = rep.comparisons[0].reference
     t = Table(
-        title=f"verification vs {ref}: largest max|a-b| / max|{ref}| over substeps {', '.join(v for v, _ in rep.comparisons[0].substeps)}",
+        title="verification: largest max|a-b| / max|reference| per field over substeps "
+        + ", ".join(v for v, _ in rep.comparisons[0].substeps),
     )
     t.add_column("field")
     for c in rep.comparisons:
-        t.add_column(c.backend, justify="right")
+        t.add_column(f"{c.backend}\nvs {c.reference}", justify="right")
     worst = [c.worst() for c in rep.comparisons]
     for f in PROGNOSTIC_FIELDS:
         t.add_row(f, *(f"{w[f]:.2e}" for w in worst))

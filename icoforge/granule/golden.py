@@ -1,0 +1,159 @@
+"""Recorded reference results: a compact fingerprint of one backend's verification substeps.
+
+GT4Py's CPU backends cannot run the granule within CI's time on 2 cores (gtfn_cpu needs tens of
+minutes to compile it; embedded and roundtrip_gtir fail on it; the Python roundtrip takes tens of
+minutes per substep on R2B3). So a reference run records, per substep of
+`verify.VERIFY_SEQUENCE` and per prognostic field:
+
+- the largest magnitude, max|x|;
+- `N_PROJECTIONS` random projections sum_i r_i x_i, with r ~ N(0, 1) drawn from a seed fixed per
+  field and shape: every value of the field enters, so a wrong kernel anywhere shows;
+- `N_SAMPLES` values at fixed positions (spread over the field, plus its extremes).
+
+`compare_golden` turns those into the same kind of number as a live verification:
+max|a - b| / max|b| over the samples, and |p(a) - p(b)| / (sqrt(n) max|b|) over the
+projections (the rounding noise of n independent differences grows like sqrt(n)).
+The file also records what the inputs depended on (grid file, levels, seed, configuration,
+versions); `check_inputs` refuses a comparison when they differ.
+
+Write one with `icoforge greenline ... --backend gtfn_cpu --save-reference PATH`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import math
+import pathlib
+from typing import Any
+
+import numpy as np
+
+from icoforge.granule import verify
+from icoforge.granule.state import PROGNOSTIC_FIELDS
+
+GOLDEN_VERSION = 1
+N_PROJECTIONS = 16
+N_SAMPLES = 48
+
+
+def _field_seed(field: str, shape: tuple[int, ...]) -> int:
+    return int.from_bytes(hashlib.sha256(f"{field}{shape}".encode()).digest()[:8], "little")
+
+
+def _projections(field: str, x: np.ndarray) -> np.ndarray:
+    rng = np.random.default_rng(_field_seed(field, x.shape))
+    r = rng.standard_normal((N_PROJECTIONS, x.size))
+    return r @ x.reshape(-1)
+
+
+def _sample_positions(field: str, x: np.ndarray) -> np.ndarray:
+    rng = np.random.default_rng(_field_seed(field, x.shape) + 1)
+    flat = x.reshape(-1)
+    spread = rng.choice(flat.size, size=min(N_SAMPLES, flat.size), replace=False)
+    return np.unique(np.concatenate([spread, [int(np.argmax(flat)), int(np.argmin(flat))]]))
+
+
+def fingerprint(results: list[dict[str, np.ndarray]]) -> list[dict[str, Any]]:
+    out = []
+    for variant, fields in zip(verify.VERIFY_SEQUENCE, results):
+        entry: dict[str, Any] = {"variant": variant, "fields": {}}
+        for name in PROGNOSTIC_FIELDS:
+            x = np.asarray(fields[name], dtype=np.float64)
+            pos = _sample_positions(name, x)
+            entry["fields"][name] = {
+                "shape": list(x.shape),
+                "max_abs": float(np.max(np.abs(x))),
+                "projections": [float(v) for v in _projections(name, x)],
+                "sample_positions": [int(p) for p in pos],
+                "samples": [float(v) for v in x.reshape(-1)[pos]],
+            }
+        out.append(entry)
+    return out
+
+
+def input_description(grid: Any, levels: int, seed: int) -> dict[str, Any]:
+    """What the verification substeps' inputs depend on (besides the code; the factory backend
+    changes the static fields at most by rounding and is left out)."""
+    from icoforge.granule import fields, runner, solver, state
+
+    return {
+        "grid": grid.name,
+        "grid_file": pathlib.Path(grid.path).name,
+        "levels": int(levels),
+        "seed": int(seed),
+        "static_fields": fields.FIELDS_VERSION,
+        "state": [state.ZONAL_WIND, state.WIND_NOISE, state.W_NOISE, state.RHO_NOISE, state.THETA_NOISE],
+        "solver": [
+            solver.FOURTH_ORDER_DIVDAMP_FACTOR,
+            solver.MAX_NUDGING_COEFFICIENT,
+            solver.SECOND_ORDER_DIVDAMP_FACTOR,
+            runner.NDYN_SUBSTEPS,
+            runner.dtime_for(grid),
+        ],
+        "sequence": list(verify.VERIFY_SEQUENCE),
+        "icon4py": importlib.metadata.version("icon4py-atmosphere-dycore"),
+        "gt4py": importlib.metadata.version("gt4py"),
+    }
+
+
+def write(
+    path: str | pathlib.Path,
+    backend: str,
+    inputs: dict[str, Any],
+    results: list[dict[str, np.ndarray]],
+    environment: dict[str, Any],
+) -> None:
+    data = {
+        "golden_version": GOLDEN_VERSION,
+        "backend": backend,
+        "inputs": inputs,
+        "environment": environment,
+        "substeps": fingerprint(results),
+    }
+    pathlib.Path(path).write_text(json.dumps(data, indent=1) + "\n")
+
+
+def load(path: str | pathlib.Path) -> dict[str, Any]:
+    data = json.loads(pathlib.Path(path).read_text())
+    if data.get("golden_version") != GOLDEN_VERSION:
+        raise ValueError(f"{path}: golden version {data.get('golden_version')}, expected {GOLDEN_VERSION}")
+    return data
+
+
+def check_inputs(golden: dict[str, Any], inputs: dict[str, Any]) -> list[str]:
+    """Differences between the recorded inputs and these (empty: comparable)."""
+    recorded = golden["inputs"]
+    return [f"{k}: recorded {recorded.get(k)!r}, now {v!r}" for k, v in inputs.items() if recorded.get(k) != v]
+
+
+def compare_golden(
+    results: list[dict[str, np.ndarray]], golden: dict[str, Any], backend: str, rtol: float
+) -> verify.Comparison:
+    substeps = []
+    for (variant, fields), ref in zip(zip(verify.VERIFY_SEQUENCE, results), golden["substeps"]):
+        if ref["variant"] != variant:
+            raise ValueError(f"golden substep {ref['variant']!r}, expected {variant!r}")
+        diffs = []
+        for name in PROGNOSTIC_FIELDS:
+            x = np.asarray(fields[name], dtype=np.float64)
+            r = ref["fields"][name]
+            if list(x.shape) != r["shape"]:
+                raise ValueError(f"{name}: shape {x.shape}, golden {tuple(r['shape'])}")
+            if not np.isfinite(x).all():
+                diffs.append(verify.FieldDiff(name, math.inf, math.inf, False))
+                continue
+            scale = r["max_abs"] or 1.0
+            samples = x.reshape(-1)[np.asarray(r["sample_positions"], dtype=np.int64)]
+            sample_abs = float(np.max(np.abs(samples - np.asarray(r["samples"]))))
+            proj = _projections(name, x)
+            proj_rel = float(np.max(np.abs(proj - np.asarray(r["projections"])))) / (math.sqrt(x.size) * scale)
+            max_abs_rel = abs(float(np.max(np.abs(x))) - r["max_abs"]) / scale
+            rel = max(sample_abs / scale, proj_rel, max_abs_rel)
+            diffs.append(verify.FieldDiff(name, sample_abs, rel, True))
+        substeps.append((variant, diffs))
+    return verify.Comparison(backend=backend, reference=f"{golden['backend']} (recorded)", rtol=rtol, substeps=substeps)
+
+
+__all__ = ["check_inputs", "compare_golden", "fingerprint", "input_description", "load", "write"]
