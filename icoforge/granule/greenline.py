@@ -174,6 +174,16 @@ def run_greenline(
         f"dtime {dtime_for(grid):g} s; static fields {'from cache' if static.cached else 'computed'}"
     )
 
+    inputs = golden.input_description(grid, opts.levels, opts.seed)
+    recorded = None
+    if opts.reference_file:  # checked before minutes of compiling
+        try:
+            recorded = golden.load(opts.reference_file)
+        except (OSError, ValueError) as e:
+            raise IcoforgeError(f"reference {opts.reference_file}: {e}") from e
+        if problems := golden.check_inputs(recorded, inputs):
+            raise IcoforgeError(f"{opts.reference_file} was recorded for other inputs: " + "; ".join(problems))
+
     granules: list[Granule] = []
     comparisons: list[verify_mod.Comparison] = []
     with cold_icoforge_cache(opts.cold):
@@ -191,11 +201,7 @@ def run_greenline(
                 sequences[g.name] = verify_mod.run_sequence(g)
             return sequences[g.name]
 
-        inputs = golden.input_description(grid, opts.levels, opts.seed)
-        if opts.reference_file:
-            recorded = golden.load(opts.reference_file)
-            if problems := golden.check_inputs(recorded, inputs):
-                raise IcoforgeError(f"{opts.reference_file} was recorded for other inputs: " + "; ".join(problems))
+        if recorded is not None:
             for g in granules:
                 comparisons.append(golden.compare_golden(sequence(g), recorded, g.name, opts.rtol))
         if opts.verify and len(granules) > 1:
@@ -208,10 +214,10 @@ def run_greenline(
             golden.write(opts.save_reference, granules[0].name, inputs, sequence(granules[0]), environment())
             log(f"reference fingerprint of {granules[0].name} written to {opts.save_reference}")
 
-    for g in granules:
-        g.time_variants(opts.steps, opts.warmup, progress)
-        if opts.profile_steps:
-            g.profile(opts.profile_steps, progress)
+        for g in granules:  # inside: a cold cache's generated sources are read for kernel counts
+            g.time_variants(opts.steps, opts.warmup, progress)
+            if opts.profile_steps:
+                g.profile(opts.profile_steps, progress)
 
     return GreenlineReport(
         options=opts,

@@ -323,3 +323,32 @@ def test_greenline_is_registered(capsys):
         main(["greenline", "--help"])
     out = capsys.readouterr().out
     assert "--compare" in out and "--verify" in out and "--json" in out and "--cold" in out
+
+
+# --- recorded references --------------------------------------------------------------------------
+
+
+def _sequence(seed=0):
+    rng = np.random.default_rng(seed)
+    shapes = {"vn": (90, 4), "w": (60, 5), "rho": (60, 4), "exner": (60, 4), "theta_v": (60, 4)}
+    return [{k: 1.0 + rng.random(s) for k, s in shapes.items()} for _ in verify.VERIFY_SEQUENCE]
+
+
+def test_golden_fingerprint_detects_a_single_wrong_value(tmp_path):
+    from icoforge.granule import golden
+
+    results = _sequence()
+    path = tmp_path / "ref.json"
+    golden.write(path, "gtfn_cpu", {"grid": "X", "levels": 4}, results, {"date": "today"})
+    data = golden.load(path)
+    same = golden.compare_golden(results, data, "icoforge-cpu", 1e-12)
+    assert same.passed and max(same.worst().values()) == 0.0 and same.reference == "gtfn_cpu (recorded)"
+    noisy = [{k: v * (1 + 1e-14) for k, v in r.items()} for r in results]
+    assert golden.compare_golden(noisy, data, "x", 1e-12).passed  # rounding passes
+    for field, index in (("rho", (7, 2)), ("w", (0, 0)), ("vn", (89, 3))):
+        wrong = [{k: v.copy() for k, v in r.items()} for r in results]
+        wrong[1][field][index] += 1e-5  # one value, in the second substep
+        cmp = golden.compare_golden(wrong, data, "x", 1e-9)
+        assert not cmp.passed and cmp.worst()[field] > 1e-9, (field, cmp.worst())
+    assert golden.check_inputs(data, {"grid": "X", "levels": 4}) == []
+    assert golden.check_inputs(data, {"grid": "X", "levels": 5}) == ["levels: recorded 4, now 5"]
