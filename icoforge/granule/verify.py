@@ -89,12 +89,16 @@ def run_sequence(granule: Any) -> list[dict[str, np.ndarray]]:
     return results
 
 
-def verify_against(
-    granule: Any, reference_results: list[dict[str, np.ndarray]], reference: str, rtol: float
+def compare_runs(
+    backend: str,
+    results: list[dict[str, np.ndarray]],
+    reference: str,
+    reference_results: list[dict[str, np.ndarray]],
+    rtol: float,
 ) -> Comparison:
-    results = run_sequence(granule)
+    """Two backends' results of `run_sequence`, substep by substep."""
     return Comparison(
-        backend=granule.name,
+        backend=backend,
         reference=reference,
         rtol=rtol,
         substeps=[(v, compare_fields(r, ref)) for v, r, ref in zip(VERIFY_SEQUENCE, results, reference_results)],

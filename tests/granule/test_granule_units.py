@@ -352,3 +352,11 @@ def test_golden_fingerprint_detects_a_single_wrong_value(tmp_path):
         assert not cmp.passed and cmp.worst()[field] > 1e-9, (field, cmp.worst())
     assert golden.check_inputs(data, {"grid": "X", "levels": 4}) == []
     assert golden.check_inputs(data, {"grid": "X", "levels": 5}) == ["levels: recorded 4, now 5"]
+
+
+def test_compare_runs_substep_by_substep():
+    a, b = _sequence(0), _sequence(0)
+    b[2]["theta_v"][3, 1] *= 1 + 1e-6
+    cmp = verify.compare_runs("icoforge-cpu", a, "gtfn_cpu", b, 1e-9)
+    assert [v for v, _ in cmp.substeps] == list(verify.VERIFY_SEQUENCE)
+    assert not cmp.passed and cmp.worst()["theta_v"] > 1e-7 and cmp.worst()["rho"] == 0.0

@@ -50,7 +50,10 @@ def report(tiny_grid):
     opts = GreenlineOptions(
         grid="R2B3",
         levels=10,
-        backends=("icoforge-cpu",),
+        # the pair compiles nothing new (same translations, no construct needs the fallback): it
+        # exercises the live two-backend verification (--verify) for half a minute
+        backends=("icoforge-cpu", "icoforge-cpu+roundtrip-passes"),
+        verify=True,
         steps=2,
         warmup=0,
         profile_steps=1,
@@ -63,7 +66,7 @@ def report(tiny_grid):
 
 @pytest.mark.slow
 def test_granule_runs_end_to_end_with_icoforge_cpu(report):
-    (r,) = report.results
+    r = report.results[0]
     assert r.backend == "icoforge-cpu"
     assert {"construct", "compile", "first_calls"} <= set(r.setup_s)
     assert r.compile_jobs > 10
@@ -87,12 +90,20 @@ needs_golden = pytest.mark.skipif(
 @pytest.mark.slow
 @needs_golden
 def test_granule_agrees_with_gtfn_cpu(report):
-    (cmp,) = report.comparisons
+    cmp = report.comparisons[0]
     assert cmp.reference == "gtfn_cpu (recorded)"
     worst = cmp.worst()
     assert set(worst) == {"vn", "w", "rho", "exner", "theta_v"}
     assert all(math.isfinite(v) for v in worst.values()), worst
     assert cmp.passed, f"largest relative differences vs gtfn_cpu: {worst}"
+
+
+@pytest.mark.slow
+def test_two_backends_verified_live(report):
+    live = [c for c in report.comparisons if "recorded" not in c.reference]
+    assert [(c.backend, c.reference) for c in live] == [("icoforge-cpu+roundtrip-passes", "icoforge-cpu")]
+    assert live[0].passed and max(live[0].worst().values()) == 0.0  # same compiled code: bit-identical
+    assert report.results[1].fallbacks == []
 
 
 @pytest.mark.slow
