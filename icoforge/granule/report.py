@@ -61,21 +61,21 @@ def steps_table(rep: GreenlineReport) -> Table:
         t.add_column(f"{r.backend}\nmedian", justify="right")
         t.add_column("min", justify="right")
     if len(rep.results) > 1:
-        t.add_column(f"{rep.results[0].backend}\nspeed-up", justify="right")
+        t.add_column(f"speed-up vs\n{rep.results[0].backend}", justify="right")
     for v in VARIANTS:
         row = [v]
         for r in rep.results:
             row += [f"{r.median_ms(v):.3f}", f"{r.min_ms(v):.3f}"]
         if len(rep.results) > 1:
             base = rep.results[0].median_ms(v)
-            row.append(" ".join(f"{r.median_ms(v) / base:.2f}x" for r in rep.results[1:]))
+            row.append(" ".join(f"{base / r.median_ms(v):.2f}x" for r in rep.results[1:]))
         t.add_row(*row)
     row = ["[bold]dycore step[/bold]"]
     for r in rep.results:
         row += [f"[bold]{r.dycore_step_ms():.3f}[/bold]", ""]
     if len(rep.results) > 1:
         base = rep.results[0].dycore_step_ms()
-        row.append(" ".join(f"{r.dycore_step_ms() / base:.2f}x" for r in rep.results[1:]))
+        row.append(" ".join(f"{base / r.dycore_step_ms():.2f}x" for r in rep.results[1:]))
     t.add_row(*row)
     return t
 
