@@ -84,6 +84,21 @@ def kernel_count(callable_: Any) -> int | None:
     return None
 
 
+def compile_seconds(callable_: Any) -> float | None:
+    """icoforge backends: seconds the program's translation and build took in this run (GT4Py's
+    passes are nearly all of a cold compile; a warm one reads them from the cache)."""
+    artifact = getattr(callable_, "icoforge_artifact", None)
+    if artifact is None:
+        return None
+    timings = dict(getattr(artifact, "timings", ()))
+    return timings.get("translate", 0.0) + timings.get("build", 0.0)
+
+
+def program_compile_seconds(bound: BoundProgram) -> float | None:
+    values = [c for c in (compile_seconds(v) for v in loaded_variants(bound)) if c is not None]
+    return sum(values) if values else None
+
+
 def program_kernels(bound: BoundProgram) -> int | None:
     counts = [c for c in (kernel_count(v) for v in loaded_variants(bound)) if c is not None]
     return max(counts) if counts else None
@@ -153,3 +168,6 @@ class Profiler:
 
     def kernels(self) -> dict[str, int | None]:
         return {self._names[(id(b.owner), b.attr)]: program_kernels(b) for b in self.programs}
+
+    def compile_seconds(self) -> dict[str, float | None]:
+        return {self._names[(id(b.owner), b.attr)]: program_compile_seconds(b) for b in self.programs}

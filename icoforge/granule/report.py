@@ -86,10 +86,11 @@ def program_table(rep: GreenlineReport, index: int) -> Table:
         title=f"{r.backend}: per program, over {rep.options.profile_steps} dycore step(s) of {len(SUBSTEP_MIX)} substeps",
         caption=(
             f"instrumented dycore step {r.profiled_step_ms:.3f} ms (device sync around every call); "
-            "share = program's time / that step; kernels = kernels in the compiled program (icoforge)"
+            "share = program's time / that step; kernels = kernels in the compiled program (icoforge); "
+            "compile s = its variants' translation + build in this run (icoforge; ~0 when cached)"
         ),
     )
-    for col in ("program", "calls/step", "median ms/call", "ms/step", "share", "kernels"):
+    for col in ("program", "calls/step", "median ms/call", "ms/step", "share", "kernels", "compile s"):
         t.add_column(col, justify="left" if col == "program" else "right", no_wrap=col == "program")
     covered = 0.0
     for p in r.programs:
@@ -101,6 +102,7 @@ def program_table(rep: GreenlineReport, index: int) -> Table:
             f"{p.ms_per_step:.3f}",
             f"{100 * p.share:.1f} %",
             "-" if p.kernels is None else str(p.kernels),
+            "-" if p.compile_s is None else _s(p.compile_s),
         )
     t.add_row(
         "[dim]outside GT4Py programs (Python)[/dim]",
@@ -108,6 +110,7 @@ def program_table(rep: GreenlineReport, index: int) -> Table:
         "",
         f"{r.profiled_step_ms * (1 - covered):.3f}",
         f"{100 * (1 - covered):.1f} %",
+        "",
         "",
     )
     return t

@@ -59,6 +59,7 @@ class ProgramRow:
     ms_per_step: float
     share: float  # of the instrumented dycore step
     kernels: int | None  # icoforge backends: kernels in the compiled program
+    compile_s: float | None = None  # icoforge backends: translation + build of its loaded variants
 
 
 @dataclasses.dataclass
@@ -258,6 +259,7 @@ class Granule:
         progress(f"{self.name}: per-program profile", rounds, rounds)
         step_ms = total_s * 1e3 / rounds
         kernels = profiler.kernels()
+        compile_s = profiler.compile_seconds()
         rows = []
         for name, t in profiler.times.items():
             if not t.calls:
@@ -271,6 +273,7 @@ class Granule:
                     ms_per_step=ms,
                     share=ms / step_ms if step_ms else 0.0,
                     kernels=kernels.get(name),
+                    compile_s=compile_s.get(name),
                 )
             )
         rows.sort(key=lambda r: -r.ms_per_step)
