@@ -16,9 +16,9 @@ the same command without --save-reference (about half an hour here).
 
 Cost here: a cold compile of the granule's used program variants (CI's cache starts empty: 20
 compile jobs instead of icon4py's 38, --only-used-variants) plus icon4py's factories on R2B3; the
-steps take milliseconds. Measured on the 2-core dev machine under a load of ~9 (other jobs):
-12.3 min wall (factories 2.8 min, compile 9.4 min), 11.9 min of CPU in total, i.e. about
-6-7 min on 2 idle cores. GT4Py's passes are nearly all of it (C++ builds: 50 s of the total).
+steps take milliseconds. Measured on the 2-core dev machine: tests/granule/ in 7.0 min at a load
+of 1-3 (the same work as a CLI run took 12.3 min under a load of ~9 from other jobs). GT4Py's
+passes are nearly all of it (C++ builds: ~25 s).
 """
 
 from __future__ import annotations
