@@ -1,4 +1,5 @@
-"""`icoforge greenline`: icon4py's dycore step (SolveNonhydro.time_step) with any backends."""
+"""`icoforge greenline`: icon4py's dycore step (SolveNonhydro.time_step) with any backends;
+`icoforge greenline-merge`: several of its JSON reports (e.g. parallel runs, one backend each) as one."""
 
 from __future__ import annotations
 
@@ -67,15 +68,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--reference", metavar="PATH", dest="reference_file",
         help="verify every backend against a recorded fingerprint (see --save-reference)",
     )  # fmt: skip
+    p.add_argument(
+        "--gpu-lock", metavar="PATH",
+        help="hold an exclusive flock on PATH (created if missing) during each backend's verification, timed "
+        "and profiled steps, not during compiling: parallel runs (one backend each) measure one at a time",
+    )  # fmt: skip
     p.add_argument("--json", metavar="PATH", help="also write the full report as JSON ('-' for stdout, no tables)")
+    p.add_argument("--markdown", metavar="PATH", help="also write the report as Markdown (for benchmarks/)")
     p.set_defaults(func=cmd_greenline)
+
+    m = subparsers.add_parser(
+        "greenline-merge",
+        help="several `greenline --json` reports of the same inputs as one side-by-side report",
+        description=(
+            "Print reports of `icoforge greenline --json` (e.g. one process per backend, run in parallel with "
+            "--gpu-lock) as one report, as if their backends had been given together with --compare; the first "
+            "file's backend is the reference column. Refused unless grid, levels, seed, steps and static fields "
+            "agree and every backend appears once."
+        ),
+    )
+    m.add_argument("reports", nargs="+", metavar="REPORT.json", help="reports written by greenline --json")
+    m.add_argument("--json", metavar="PATH", help="also write the merged report as JSON ('-' for stdout, no tables)")
+    m.add_argument("--markdown", metavar="PATH", help="also write the merged report as Markdown (for benchmarks/)")
+    m.set_defaults(func=cmd_greenline_merge)
 
 
 def cmd_greenline(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from icoforge.granule.greenline import GreenlineOptions, run_greenline
-    from icoforge.granule.report import print_report
 
     opts = GreenlineOptions(
         grid=args.grid,
@@ -92,6 +113,7 @@ def cmd_greenline(args: argparse.Namespace) -> int:
         only_used_variants=args.only_used_variants,
         save_reference=args.save_reference,
         reference_file=args.reference_file,
+        gpu_lock=args.gpu_lock,
     )
     json_only = args.json == "-"
     console = Console(stderr=True) if json_only else _console()
@@ -114,14 +136,33 @@ def cmd_greenline(args: argparse.Namespace) -> int:
 
         report = run_greenline(opts, progress=progress, log=lambda text: bar.console.print(text, highlight=False))
 
-    data = report.to_json()
-    if json_only:
+    _output(report.to_json(), args, console)
+    failed = [c for c in report.comparisons if not c.passed]
+    return 1 if failed else 0
+
+
+def _output(data: dict, args: argparse.Namespace, console: Console) -> None:
+    """Tables on the console (none with --json -), and the --json / --markdown files."""
+    from icoforge.granule.report import markdown_report, print_report
+
+    if args.json == "-":
         json.dump(data, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        print_report(report, console)
+        print_report(data, console)
         if args.json:
             pathlib.Path(args.json).write_text(json.dumps(data, indent=1) + "\n")
             console.print(f"report written to {args.json}")
-    failed = [c for c in report.comparisons if not c.passed]
+    if args.markdown:
+        pathlib.Path(args.markdown).write_text(markdown_report(data))
+        console.print(f"Markdown report written to {args.markdown}")
+
+
+def cmd_greenline_merge(args: argparse.Namespace) -> int:
+    from icoforge.granule.merge import load_report, merge_reports
+
+    merged = merge_reports([(path, load_report(path)) for path in args.reports])
+    console = Console(stderr=True) if args.json == "-" else _console()
+    _output(merged, args, console)
+    failed = [c for c in merged["verification"] if not c.get("passed", True)]
     return 1 if failed else 0

@@ -15,8 +15,10 @@ Modules (data flows down):
     runner.py      setup phases, timed variants (first/middle/last substep), profile
     verify.py      the same substeps with two backends, compared field by field
     golden.py      recorded reference results (fingerprints) for CI
+    gpulock.py     --gpu-lock: an flock held while measuring, so parallel runs time one at a time
     greenline.py   the whole job for several backends -> GreenlineReport (JSON-able)
-    report.py      rich tables
+    merge.py       several runs' JSON reports (same inputs) -> one report (greenline-merge)
+    report.py      tables from the JSON form: rich (terminal) or Markdown (benchmarks/)
 
 Reading the output:
 
@@ -35,6 +37,22 @@ Reading the output:
   compiled program ("-" for GT4Py's backends); the last row is the time spent outside programs
   (icon4py's Python between calls).
 - verification: largest max|a - b| / max|reference| per prognostic field over the substeps.
+
+Parallel runs, one backend each (GT4Py's GPU backends compile for minutes each; compilation may
+overlap, measurements must not):
+
+    for b in icoforge-cuda gtfn_gpu dace_gpu; do
+        icoforge greenline --grid R2B6 --levels 80 --backend $b --gpu-lock /tmp/gpu.lock --json $b.json &
+    done; wait
+    icoforge greenline-merge icoforge-cuda.json gtfn_gpu.json dace_gpu.json --markdown benchmarks/x.md
+
+With --gpu-lock each backend's verification substeps, warm-up + timed steps and profile run under
+an exclusive flock on the file; construction, compilation and the first calls (which compile what
+a backend compiles lazily) do not. The setup table shows the seconds each backend waited for the
+lock. greenline-merge prints the tables a single run with all the backends would print (the first
+file's backend is the reference column), refuses reports of different inputs (grid, levels, seed,
+steps, warm-up, profile steps, static-field key) or a backend named twice, and writes --json /
+--markdown (the Markdown starts with date, machine and versions of each run).
 """
 
 from icoforge.granule.greenline import GreenlineOptions, GreenlineReport, run_greenline

@@ -193,7 +193,9 @@ def _scalar(value: Any) -> float | int:
     return v
 
 
-def _key(grid: Any, factory_backend: str) -> str:
+def static_fields_key(grid: Any, factory_backend: str) -> str:
+    """What the cached static fields depend on (also in the greenline report: runs to be merged must
+    share it)."""
     st = grid.path.stat()
     parts = [
         str(grid.path),
@@ -222,7 +224,8 @@ def build_static_fields(
     """Static fields of `grid` (an `icoforge.grids.Grid` on the CPU) from icon4py's factories run
     with the backend named `factory_backend` (see `icoforge.suite.backends`)."""
     status = on_status or (lambda text: None)
-    path = cache_dir("granule-fields") / f"{grid.name}-L{grid.num_levels}-{_key(grid, factory_backend)}.npz"
+    key = static_fields_key(grid, factory_backend)
+    path = cache_dir("granule-fields") / f"{grid.name}-L{grid.num_levels}-{key}.npz"
     if use_cache:
         cached = _read(path)
         if cached is not None:

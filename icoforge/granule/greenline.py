@@ -3,6 +3,11 @@
 Grid and static fields are shared by all backends and timed once ("common" setup); each backend
 then has its own setup (construction, compilation, first calls), optional verification against
 the first backend, timed steps and a per-program profile (see `runner.py`).
+
+With `gpu_lock` (`--gpu-lock PATH`) every measurement phase (verification substeps, warm-up +
+timed steps, profile) holds an exclusive flock on PATH (`gpulock.py`); setup does not. Several
+processes, one backend each, can then compile at the same time and still time the GPU one at a
+time; `merge.py` puts their JSON reports side by side.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import importlib.metadata
 import os
 import platform
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -23,7 +29,8 @@ from icoforge.errors import IcoforgeError
 from icoforge.granule import golden
 from icoforge.granule import verify as verify_mod
 from icoforge.granule.backends import check_name
-from icoforge.granule.fields import build_static_fields
+from icoforge.granule.fields import build_static_fields, static_fields_key
+from icoforge.granule.gpulock import GpuLock
 from icoforge.granule.runner import SUBSTEP_MIX, VARIANTS, BackendResult, Granule, Progress, dtime_for
 from icoforge.granule.state import initial_state
 
@@ -46,6 +53,7 @@ class GreenlineOptions:
     only_used_variants: bool = False  # compile only the program variants the steps call (CI)
     save_reference: str | None = None  # write the first backend's verification fingerprint here
     reference_file: str | None = None  # compare every backend with a recorded fingerprint
+    gpu_lock: str | None = None  # hold an exclusive flock on this file while measuring (see gpulock.py)
 
 
 @dataclasses.dataclass
@@ -57,6 +65,7 @@ class GreenlineReport:
     results: list[BackendResult]
     comparisons: list[verify_mod.Comparison]
     environment: dict[str, Any]
+    static_fields_key: str | None = None  # what the static fields depend on (merged runs must share it)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +73,7 @@ class GreenlineReport:
             "grid": self.grid,
             "common_setup_s": self.common_setup_s,
             "static_fields_cached": self.fields_cached,
+            "static_fields_key": self.static_fields_key,
             "variants": {k: {"at_first_substep": f, "at_last_substep": l} for k, (f, l) in VARIANTS.items()},
             "dycore_step": list(SUBSTEP_MIX),
             "backends": [r.to_json() for r in self.results],
@@ -88,13 +98,28 @@ def environment() -> dict[str, Any]:
             versions[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             pass
-    return {
+    env = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "versions": versions,
     }
+    if gpu := _gpu_name():
+        env["gpu"] = gpu
+    return env
+
+
+def _gpu_name() -> str | None:
+    """The current CUDA/ROCm device's name when a GPU backend has loaded CuPy (never imports it)."""
+    cp = sys.modules.get("cupy")
+    if cp is None:
+        return None
+    try:
+        name = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # no device, or a CuPy without runtime bindings: the name is optional
+        return None
 
 
 @contextlib.contextmanager
@@ -141,6 +166,10 @@ def run_greenline(
         raise IcoforgeError("no backend given")
     for name in (*opts.backends, opts.factory_backend):
         check_name(name)  # a typo fails now, not after minutes of compiling
+    lock = None
+    if opts.gpu_lock:
+        lock = GpuLock(opts.gpu_lock, log)
+        lock.check()
 
     common: dict[str, float] = {}
     progress("loading grid", 0, 0)
@@ -185,39 +214,14 @@ def run_greenline(
             raise IcoforgeError(f"{opts.reference_file} was recorded for other inputs: " + "; ".join(problems))
 
     granules: list[Granule] = []
-    comparisons: list[verify_mod.Comparison] = []
     with cold_icoforge_cache(opts.cold):
-        for name in opts.backends:
+        for name in opts.backends:  # setup (compiling, first calls) never holds the GPU lock
             g = Granule(name, grid, static, state, only_used_variants=opts.only_used_variants)
             g.setup(progress)
             granules.append(g)
             log(_setup_line(g.result))
-
-        sequences: dict[str, list[Any]] = {}
-
-        def sequence(g: Granule) -> list[Any]:
-            if g.name not in sequences:
-                progress(f"verification substeps: {g.name}", 0, 0)
-                sequences[g.name] = verify_mod.run_sequence(g)
-            return sequences[g.name]
-
-        if recorded is not None:
-            for g in granules:
-                comparisons.append(golden.compare_golden(sequence(g), recorded, g.name, opts.rtol))
-        if opts.verify and len(granules) > 1:
-            reference = granules[0]
-            for g in granules[1:]:
-                comparisons.append(
-                    verify_mod.compare_runs(g.name, sequence(g), reference.name, sequence(reference), opts.rtol)
-                )
-        if opts.save_reference:
-            golden.write(opts.save_reference, granules[0].name, inputs, sequence(granules[0]), environment())
-            log(f"reference fingerprint of {granules[0].name} written to {opts.save_reference}")
-
-        for g in granules:  # inside: a cold cache's generated sources are read for kernel counts
-            g.time_variants(opts.steps, opts.warmup, progress)
-            if opts.profile_steps:
-                g.profile(opts.profile_steps, progress)
+        # inside: a cold cache's generated sources are read for kernel counts
+        comparisons = measure(granules, opts, inputs, recorded, lock, progress, log)
 
     return GreenlineReport(
         options=opts,
@@ -227,7 +231,61 @@ def run_greenline(
         results=[g.result for g in granules],
         comparisons=comparisons,
         environment=environment(),
+        static_fields_key=static_fields_key(grid, opts.factory_backend),
     )
+
+
+@contextlib.contextmanager
+def measuring(lock: GpuLock | None, g: Granule, what: str) -> Iterator[None]:
+    """A measurement phase of `g`: under the GPU lock when there is one (its wait is recorded)."""
+    if lock is None:
+        yield
+        return
+    with lock.hold(g.name, what) as waited:
+        g.result.gpu_lock_wait_s = (g.result.gpu_lock_wait_s or 0.0) + waited
+        yield
+
+
+def measure(
+    granules: list[Granule],
+    opts: GreenlineOptions,
+    inputs: dict[str, Any],
+    recorded: dict[str, Any] | None,
+    lock: GpuLock | None,
+    progress: Progress,
+    log: Callable[[str], None],
+) -> list[verify_mod.Comparison]:
+    """The phases after setup, each backend's on the GPU alone under `lock`: verification
+    substeps, timed steps, per-program profile. Returns the verification comparisons."""
+    sequences: dict[str, list[Any]] = {}
+
+    def sequence(g: Granule) -> list[Any]:
+        if g.name not in sequences:
+            progress(f"verification substeps: {g.name}", 0, 0)
+            with measuring(lock, g, "verification substeps"):
+                sequences[g.name] = verify_mod.run_sequence(g)
+        return sequences[g.name]
+
+    comparisons: list[verify_mod.Comparison] = []
+    if recorded is not None:
+        for g in granules:
+            comparisons.append(golden.compare_golden(sequence(g), recorded, g.name, opts.rtol))
+    if opts.verify and len(granules) > 1:
+        reference = granules[0]
+        for g in granules[1:]:
+            comparisons.append(
+                verify_mod.compare_runs(g.name, sequence(g), reference.name, sequence(reference), opts.rtol)
+            )
+    if opts.save_reference:
+        golden.write(opts.save_reference, granules[0].name, inputs, sequence(granules[0]), environment())
+        log(f"reference fingerprint of {granules[0].name} written to {opts.save_reference}")
+
+    for g in granules:
+        with measuring(lock, g, "warm-up, timed steps" + (", profile" if opts.profile_steps else "")):
+            g.time_variants(opts.steps, opts.warmup, progress)
+            if opts.profile_steps:
+                g.profile(opts.profile_steps, progress)
+    return comparisons
 
 
 def _setup_line(r: BackendResult) -> str:

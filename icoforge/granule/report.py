@@ -1,12 +1,24 @@
-"""Rich tables for people (JSON for machines is `GreenlineReport.to_json()`)."""
+"""The greenline report for people: rich tables (terminal) or Markdown (files for benchmarks/).
+
+Everything is rendered from the report's JSON form -- `GreenlineReport.to_json()` of a live run,
+or `merge.merge_reports()` of several `greenline --json` files -- so a merged report prints
+exactly as one run with all its backends would. Each table is built once as a `TableSpec` (cells
+with rich markup: [bold], [dim], colours) and then drawn by `to_rich` or `to_markdown`.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import re
+from collections.abc import Iterator
+from typing import Any
+
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from icoforge.granule.greenline import GreenlineReport
-from icoforge.granule.runner import NDYN_SUBSTEPS, SUBSTEP_MIX, VARIANTS
+from icoforge.granule.runner import SUBSTEP_MIX, VARIANTS
 from icoforge.granule.state import PROGNOSTIC_FIELDS
 
 SETUP_LABELS = {
@@ -16,134 +28,299 @@ SETUP_LABELS = {
     "first_calls": "first call of each variant",
 }
 
+Data = dict[str, Any]  # a report in its JSON form
+
+
+@dataclasses.dataclass
+class TableSpec:
+    title: str
+    columns: list[tuple[str, str]]  # (header, justify); headers may hold a line break
+    rows: list[list[str]]  # cells with rich markup
+    caption: str = ""
+    no_wrap: tuple[int, ...] = ()  # column indices
+
+
+def as_data(rep: GreenlineReport | Data) -> Data:
+    return rep if isinstance(rep, dict) else rep.to_json()
+
 
 def _s(seconds: float) -> str:
     return f"{seconds:.1f}" if seconds >= 0.1 else f"{seconds:.3f}"
 
 
-def setup_table(rep: GreenlineReport) -> Table:
-    t = Table(title="setup (seconds)", caption=_common_caption(rep))
-    t.add_column("phase")
-    for r in rep.results:
-        t.add_column(r.backend, justify="right")
-    phases = [p for p in SETUP_LABELS if any(p in r.setup_s for r in rep.results)]
-    for p in phases:
-        t.add_row(SETUP_LABELS[p], *(_s(r.setup_s[p]) if p in r.setup_s else "-" for r in rep.results))
-    t.add_row("[bold]total[/bold]", *(f"[bold]{_s(sum(r.setup_s.values()))}[/bold]" for r in rep.results))
-    t.add_row("compile jobs (program variants)", *(str(r.compile_jobs) for r in rep.results))
-    t.add_row(
-        "icoforge translation cache hits",
-        *(f"{r.cache['translation_cache_hits']}/{r.cache['programs']}" if r.cache else "-" for r in rep.results),
+def _substep_mix(data: Data) -> list[str]:
+    return list(data.get("dycore_step") or SUBSTEP_MIX)
+
+
+def _variants(data: Data) -> list[str]:
+    return list(data.get("variants") or VARIANTS)
+
+
+def _median(b: Data, variant: str) -> float:
+    return b["variants"][variant]["median_ms"]
+
+
+def _dycore_step_ms(data: Data, b: Data) -> float:
+    if b.get("dycore_step_ms") is not None:
+        return b["dycore_step_ms"]
+    return sum(_median(b, v) for v in _substep_mix(data))
+
+
+# --- tables ---------------------------------------------------------------------------------------
+
+
+def setup_table(data: Data) -> TableSpec:
+    bs = data["backends"]
+    rows = []
+    for p in (p for p in SETUP_LABELS if any(p in b["setup_s"] for b in bs)):
+        rows.append([SETUP_LABELS[p], *(_s(b["setup_s"][p]) if p in b["setup_s"] else "-" for b in bs)])
+    rows.append(["[bold]total[/bold]", *(f"[bold]{_s(sum(b['setup_s'].values()))}[/bold]" for b in bs)])
+    rows.append(["compile jobs (program variants)", *(str(b["compile_jobs"]) for b in bs)])
+    rows.append(
+        [
+            "icoforge translation cache hits",
+            *(
+                f"{b['cache']['translation_cache_hits']}/{b['cache']['programs']}" if b.get("cache") else "-"
+                for b in bs
+            ),
+        ]
     )
-    return t
-
-
-def _common_caption(rep: GreenlineReport) -> str:
-    c = rep.common_setup_s
-    parts = [f"grid load {_s(c.get('grid_load', 0.0))} s"]
-    if rep.fields_cached:
-        parts.append(f"static fields {_s(c.get('static_fields', 0.0))} s (cached)")
-    else:
-        factories = ", ".join(f"{k.removeprefix('factory_')} {_s(v)}" for k, v in c.items() if k.startswith("factory_"))
-        parts.append(
-            f"static fields {_s(c.get('static_fields', 0.0))} s with {rep.options.factory_backend} ({factories})"
+    if any(b.get("gpu_lock_wait_s") is not None for b in bs):
+        rows.append(
+            [
+                "waited for the GPU lock (not setup)",
+                *("-" if b.get("gpu_lock_wait_s") is None else _s(b["gpu_lock_wait_s"]) for b in bs),
+            ]
         )
-    return "shared by all backends: " + "; ".join(parts)
-
-
-def steps_table(rep: GreenlineReport) -> Table:
-    t = Table(
-        title=f"step time (ms): {rep.options.steps} timed steps per variant after {rep.options.warmup} warm-up",
-        caption=f"dycore step = {NDYN_SUBSTEPS} substeps ({' + '.join(SUBSTEP_MIX)}), from the medians",
+    return TableSpec(
+        title="setup (seconds)",
+        columns=[("phase", "left")] + [(b["backend"], "right") for b in bs],
+        rows=rows,
+        caption=_common_caption(data),
     )
-    t.add_column("variant")
-    for r in rep.results:
-        t.add_column(f"{r.backend}\nmedian", justify="right")
-        t.add_column("min", justify="right")
-    if len(rep.results) > 1:
-        t.add_column(f"speed-up vs\n{rep.results[0].backend}", justify="right")
-    for v in VARIANTS:
+
+
+def _common_parts(common: dict[str, float], cached: bool, factory_backend: str) -> str:
+    parts = [f"grid load {_s(common.get('grid_load', 0.0))} s"]
+    if cached:
+        parts.append(f"static fields {_s(common.get('static_fields', 0.0))} s (cached)")
+    else:
+        factories = ", ".join(
+            f"{k.removeprefix('factory_')} {_s(v)}" for k, v in common.items() if k.startswith("factory_")
+        )
+        parts.append(f"static fields {_s(common.get('static_fields', 0.0))} s with {factory_backend} ({factories})")
+    return "; ".join(parts)
+
+
+def _common_caption(data: Data) -> str:
+    sources = data.get("merged_from")
+    if not sources:
+        return "shared by all backends: " + _common_parts(
+            data["common_setup_s"], data["static_fields_cached"], data["options"]["factory_backend"]
+        )
+    return "separate runs, each with its own grid and static fields: " + " | ".join(
+        f"{', '.join(src['backends'])}: "
+        + _common_parts(src["common_setup_s"], src["static_fields_cached"], src["options"]["factory_backend"])
+        for src in sources
+    )
+
+
+def steps_table(data: Data) -> TableSpec:
+    bs = data["backends"]
+    opts = data["options"]
+    mix = _substep_mix(data)
+    columns = [("variant", "left")]
+    for b in bs:
+        columns += [(f"{b['backend']}\nmedian", "right"), ("min", "right")]
+    if len(bs) > 1:
+        columns.append((f"speed-up vs\n{bs[0]['backend']}", "right"))
+    rows = []
+    for v in _variants(data):
         row = [v]
-        for r in rep.results:
-            row += [f"{r.median_ms(v):.3f}", f"{r.min_ms(v):.3f}"]
-        if len(rep.results) > 1:
-            base = rep.results[0].median_ms(v)
-            row.append(" ".join(f"{base / r.median_ms(v):.2f}x" for r in rep.results[1:]))
-        t.add_row(*row)
+        for b in bs:
+            row += [f"{_median(b, v):.3f}", f"{b['variants'][v]['min_ms']:.3f}"]
+        if len(bs) > 1:
+            row.append(" ".join(f"{_median(bs[0], v) / _median(b, v):.2f}x" for b in bs[1:]))
+        rows.append(row)
     row = ["[bold]dycore step[/bold]"]
-    for r in rep.results:
-        row += [f"[bold]{r.dycore_step_ms():.3f}[/bold]", ""]
-    if len(rep.results) > 1:
-        base = rep.results[0].dycore_step_ms()
-        row.append(" ".join(f"{base / r.dycore_step_ms():.2f}x" for r in rep.results[1:]))
-    t.add_row(*row)
-    return t
+    for b in bs:
+        row += [f"[bold]{_dycore_step_ms(data, b):.3f}[/bold]", ""]
+    if len(bs) > 1:
+        base = _dycore_step_ms(data, bs[0])
+        row.append(" ".join(f"{base / _dycore_step_ms(data, b):.2f}x" for b in bs[1:]))
+    rows.append(row)
+    return TableSpec(
+        title=f"step time (ms): {opts['steps']} timed steps per variant after {opts['warmup']} warm-up",
+        columns=columns,
+        rows=rows,
+        caption=f"dycore step = {len(mix)} substeps ({' + '.join(mix)}), from the medians",
+    )
 
 
-def program_table(rep: GreenlineReport, index: int) -> Table:
-    r = rep.results[index]
-    t = Table(
-        title=f"{r.backend}: per program, over {rep.options.profile_steps} dycore step(s) of {len(SUBSTEP_MIX)} substeps",
+def program_table(data: Data, index: int) -> TableSpec:
+    b = data["backends"][index]
+    step_ms = b["profiled_dycore_step_ms"]
+    rows = []
+    covered = 0.0
+    for p in b["programs"]:
+        covered += p["share"]
+        rows.append(
+            [
+                p["name"],
+                f"{p['calls_per_step']:g}",
+                f"{p['median_ms']:.3f}",
+                f"{p['ms_per_step']:.3f}",
+                f"{100 * p['share']:.1f} %",
+                "-" if p.get("kernels") is None else str(p["kernels"]),
+                "-" if p.get("compile_s") is None else _s(p["compile_s"]),
+            ]
+        )
+    rows.append(
+        [
+            "[dim]outside GT4Py programs (Python)[/dim]",
+            "",
+            "",
+            f"{step_ms * (1 - covered):.3f}",
+            f"{100 * (1 - covered):.1f} %",
+            "",
+            "",
+        ]
+    )
+    cols = ("program", "calls/step", "median ms/call", "ms/step", "share", "kernels", "compile s")
+    return TableSpec(
+        title=f"{b['backend']}: per program, over {data['options']['profile_steps']} dycore step(s) of "
+        f"{len(_substep_mix(data))} substeps",
+        columns=[(c, "left" if c == "program" else "right") for c in cols],
+        rows=rows,
         caption=(
-            f"instrumented dycore step {r.profiled_step_ms:.3f} ms (device sync around every call); "
+            f"instrumented dycore step {step_ms:.3f} ms (device sync around every call); "
             "share = program's time / that step; kernels = kernels in the compiled program (icoforge); "
             "compile s = its variants' translation + build in this run (icoforge; ~0 when cached)"
         ),
+        no_wrap=(0,),
     )
-    for col in ("program", "calls/step", "median ms/call", "ms/step", "share", "kernels", "compile s"):
-        t.add_column(col, justify="left" if col == "program" else "right", no_wrap=col == "program")
-    covered = 0.0
-    for p in r.programs:
-        covered += p.share
-        t.add_row(
-            p.name,
-            f"{p.calls_per_step:g}",
-            f"{p.median_ms:.3f}",
-            f"{p.ms_per_step:.3f}",
-            f"{100 * p.share:.1f} %",
-            "-" if p.kernels is None else str(p.kernels),
-            "-" if p.compile_s is None else _s(p.compile_s),
-        )
-    t.add_row(
-        "[dim]outside GT4Py programs (Python)[/dim]",
-        "",
-        "",
-        f"{r.profiled_step_ms * (1 - covered):.3f}",
-        f"{100 * (1 - covered):.1f} %",
-        "",
-        "",
-    )
-    return t
 
 
-def verification_table(rep: GreenlineReport) -> Table:
-    t = Table(
+def verification_table(data: Data) -> TableSpec:
+    cs = data["verification"]
+    rows = [[f, *(_e(c["worst_rel"].get(f)) for c in cs)] for f in PROGNOSTIC_FIELDS]
+    rows.append(
+        [
+            "[bold]result[/bold]",
+            *(
+                f"[green]PASS[/green] (rtol {c['rtol']:g})" if c["passed"] else f"[red]FAIL[/red] (rtol {c['rtol']:g})"
+                for c in cs
+            ),
+        ]
+    )
+    return TableSpec(
         title="verification: largest max|a-b| / max|reference| per field over substeps "
-        + ", ".join(v for v, _ in rep.comparisons[0].substeps),
+        + ", ".join(s["variant"] for s in cs[0]["substeps"]),
+        columns=[("field", "left")] + [(f"{c['backend']}\nvs {c['reference']}", "right") for c in cs],
+        rows=rows,
     )
-    t.add_column("field")
-    for c in rep.comparisons:
-        t.add_column(f"{c.backend}\nvs {c.reference}", justify="right")
-    worst = [c.worst() for c in rep.comparisons]
-    for f in PROGNOSTIC_FIELDS:
-        t.add_row(f, *(f"{w[f]:.2e}" for w in worst))
-    t.add_row(
-        "[bold]result[/bold]",
-        *(
-            f"[green]PASS[/green] (rtol {c.rtol:g})" if c.passed else f"[red]FAIL[/red] (rtol {c.rtol:g})"
-            for c in rep.comparisons
-        ),
-    )
+
+
+def _e(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2e}"
+
+
+def sections(data: Data) -> Iterator[TableSpec | str]:
+    """The report in print order: tables, and notes (str, rich markup)."""
+    yield setup_table(data)
+    if data.get("verification"):
+        yield verification_table(data)
+    yield steps_table(data)
+    for i, b in enumerate(data["backends"]):
+        if b.get("programs"):
+            yield program_table(data, i)
+        if b.get("fallbacks"):
+            yield f"[yellow]{b['backend']}: compiled by the fallback backend:[/yellow] " + "; ".join(b["fallbacks"])
+
+
+# --- rendering ------------------------------------------------------------------------------------
+
+
+def to_rich(spec: TableSpec) -> Table:
+    t = Table(title=spec.title, caption=spec.caption or None)
+    for i, (header, justify) in enumerate(spec.columns):
+        t.add_column(header, justify=justify, no_wrap=i in spec.no_wrap)  # type: ignore[arg-type]
+    for row in spec.rows:
+        t.add_row(*row)
     return t
 
 
-def print_report(rep: GreenlineReport, console: Console) -> None:
-    console.print(setup_table(rep))
-    if rep.comparisons:
-        console.print(verification_table(rep))
-    console.print(steps_table(rep))
-    for i, r in enumerate(rep.results):
-        if r.programs:
-            console.print(program_table(rep, i))
-        if r.fallbacks:
-            console.print(f"[yellow]{r.backend}: compiled by the fallback backend:[/yellow] " + "; ".join(r.fallbacks))
+def print_report(rep: GreenlineReport | Data, console: Console) -> None:
+    for section in sections(as_data(rep)):
+        console.print(to_rich(section) if isinstance(section, TableSpec) else section)
+
+
+_BOLD = re.compile(r"\[bold\](.*?)\[/bold\]")
+
+
+def _md(cell: str) -> str:
+    cell = _BOLD.sub(lambda m: f"**{m.group(1)}**" if m.group(1) else "", cell)
+    return Text.from_markup(cell).plain.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(spec: TableSpec) -> str:
+    align = {"left": ":---", "right": "---:", "center": ":---:"}
+    lines = [f"### {_md(spec.title)}", ""]
+    lines.append("| " + " | ".join(_md(h) for h, _ in spec.columns) + " |")
+    lines.append("| " + " | ".join(align.get(j, "---") for _, j in spec.columns) + " |")
+    lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in spec.rows]
+    if spec.caption:
+        lines += ["", f"*{_md(spec.caption)}*"]
+    return "\n".join(lines) + "\n"
+
+
+def _environments(data: Data) -> list[tuple[str, Data]]:
+    if data.get("merged_from"):
+        return [(", ".join(src["backends"]), src.get("environment") or {}) for src in data["merged_from"]]
+    return [(", ".join(b["backend"] for b in data["backends"]), data.get("environment") or {})]
+
+
+def _one_or_each(values: list[tuple[str, Any]]) -> str:
+    """One value when all runs agree, else 'backend: value' for each run."""
+    shown = [(label, "-" if v is None else str(v)) for label, v in values]
+    if len({v for _, v in shown}) <= 1:
+        return shown[0][1] if shown else "-"
+    return "; ".join(f"{label}: {v}" for label, v in shown)
+
+
+def run_table(data: Data) -> TableSpec:
+    """Inputs and environment (date, machine, versions) of the run(s)."""
+    envs = _environments(data)
+    opts, grid = data["options"], data["grid"]
+    size = ", ".join(f"{grid[k]:,} {k}" for k in ("cells", "edges", "vertices") if k in grid)
+    rows = [
+        ["backends", ", ".join(b["backend"] for b in data["backends"])],
+        ["grid", f"{grid.get('name', opts['grid'])} ({size}), {opts['levels']} levels"],
+        [
+            "steps",
+            f"{opts['steps']} timed + {opts['warmup']} warm-up per variant; "
+            f"{opts['profile_steps']} profiled dycore step(s)",
+        ],
+        ["seed, factory backend", f"{opts['seed']}, {opts['factory_backend']}"],
+        ["static fields key", str(data.get("static_fields_key") or "-")],
+    ]
+    for key, label in (("date", "date"), ("host", "host"), ("gpu", "GPU"), ("cpus", "CPUs"), ("python", "Python")):
+        if any(key in env for _, env in envs):
+            rows.append([label, _one_or_each([(lbl, env.get(key)) for lbl, env in envs])])
+    dists = dict.fromkeys(d for _, env in envs for d in env.get("versions", {}))
+    for dist in dists:
+        rows.append([dist, _one_or_each([(lbl, env.get("versions", {}).get(dist)) for lbl, env in envs])])
+    if data.get("merged_from"):
+        rows.append(["merged from", ", ".join(src["file"] for src in data["merged_from"])])
+    return TableSpec(title="run", columns=[("", "left"), ("", "left")], rows=rows)
+
+
+def markdown_report(rep: GreenlineReport | Data) -> str:
+    data = as_data(rep)
+    opts = data["options"]
+    backends = ", ".join(b["backend"] for b in data["backends"])
+    head = f"# greenline: {data['grid'].get('name', opts['grid'])}, {opts['levels']} levels: {backends}\n"
+    parts = [head, to_markdown(run_table(data))]
+    for section in sections(data):
+        parts.append(to_markdown(section) if isinstance(section, TableSpec) else _md(section) + "\n")
+    return "\n".join(parts)

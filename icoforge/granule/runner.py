@@ -6,7 +6,9 @@ One `Granule` per backend, all built from the same static fields and the same in
 backend so that their solvers have the same history:
 
 1. setup: device grid (GPU backends), SolveNonhydro construction (icon4py submits its programs'
-   compilation to GT4Py's worker pool), waiting for compilation, first call of each variant;
+   compilation to GT4Py's worker pool), waiting for compilation, first call of each variant
+   (whatever a backend compiles lazily, at its first call, is compiled here: the later phases
+   call the same variants and compile nothing, so `--gpu-lock` can hold the GPU for them alone);
 2. optionally `verify.py`'s substeps;
 3. timing: per variant, warm-up calls then timed calls, each between device synchronisations;
 4. profile: a dycore step of `SUBSTEP_MIX` (first, 3 x middle, last) with every program call
@@ -72,6 +74,7 @@ class BackendResult:
     programs: list[ProgramRow] = dataclasses.field(default_factory=list)
     profiled_step_ms: float = 0.0  # dycore step (SUBSTEP_MIX) with per-program syncs
     fallbacks: list[str] = dataclasses.field(default_factory=list)
+    gpu_lock_wait_s: float | None = None  # --gpu-lock: seconds waited for it before measuring
 
     def median_ms(self, variant: str) -> float:
         return statistics.median(self.step_ms[variant])
@@ -98,6 +101,7 @@ class BackendResult:
             "profiled_dycore_step_ms": self.profiled_step_ms,
             "programs": [dataclasses.asdict(p) for p in self.programs],
             "fallbacks": self.fallbacks,
+            "gpu_lock_wait_s": self.gpu_lock_wait_s,
         }
 
 

@@ -1,0 +1,83 @@
+"""Exclusive GPU for measurements across processes: an `fcntl.flock` on a file (`--gpu-lock`).
+
+Several greenline processes can share one machine, one per backend: their construction and
+compilation (minutes for GT4Py's backends) overlap, but each measurement phase (verification
+substeps, warm-up + timed steps, per-program profile) runs while holding an exclusive lock on
+one file, so no two processes time the GPU at once. flock locks belong to an open file
+description: two threads of one process that each `hold()` also exclude each other, and the
+kernel releases the lock when a process dies.
+
+The lock file holds, while locked, who holds it (pid, backend, phase): a waiting process names
+its blocker in its log line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pathlib
+import time
+from collections.abc import Callable, Iterator
+
+from icoforge.errors import IcoforgeError
+
+
+class GpuLock:
+    def __init__(self, path: str | os.PathLike[str], log: Callable[[str], None] | None = None):
+        self.path = pathlib.Path(path)
+        self.log = log or (lambda text: None)
+
+    def check(self) -> None:
+        """Create the lock file if missing; a bad path fails now, not after minutes of compiling."""
+        os.close(self._open())
+
+    def _open(self) -> int:
+        try:
+            try:
+                return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            except PermissionError:  # someone else's lock file: flock works on a read-only descriptor too
+                return os.open(self.path, os.O_RDONLY)
+        except OSError as e:
+            raise IcoforgeError(f"--gpu-lock {self.path}: {e.strerror or e}") from e
+
+    @contextlib.contextmanager
+    def hold(self, who: str, what: str) -> Iterator[float]:
+        """Hold the lock for `who` (a backend) doing `what`; yields the seconds waited for it."""
+        fd = self._open()
+        try:
+            t0 = time.perf_counter()
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_holder(fd)
+                self.log(
+                    f"{who}: waiting for the GPU lock {self.path} ({what})" + (f", held by {holder}" if holder else "")
+                )
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            waited = time.perf_counter() - t0
+            self.log(f"{who}: GPU lock acquired after {waited:.1f} s ({what})")
+            _write_holder(fd, f"pid {os.getpid()}, {who}: {what}")
+            try:
+                yield waited
+            finally:
+                _write_holder(fd, "")
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        return os.pread(fd, 200, 0).decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def _write_holder(fd: int, text: str) -> None:
+    try:
+        os.ftruncate(fd, 0)
+        if text:
+            os.pwrite(fd, (text + "\n").encode(), 0)
+    except OSError:  # informative only (e.g. a read-only lock file)
+        pass

@@ -1,0 +1,93 @@
+"""Several `greenline --json` reports of the same inputs as one report (`icoforge greenline-merge`).
+
+The use: one greenline process per backend, run in parallel with `--gpu-lock` (GT4Py's backends
+compile for minutes each; the lock keeps their measurements apart), then one side-by-side report
+as if the backends had been given together (`--backend A --compare B C`): the first file's first
+backend is the reference column. The result has the JSON form of a single report (so `report.py`
+renders both alike) plus `merged_from`: file, backends, shared-input setup and environment of each
+run (each run loaded its own grid and static fields).
+
+Reports are refused unless they share their inputs (grid, levels, seed, steps, warm-up, profile
+steps, static-field key) and name every backend once.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import pathlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from icoforge.errors import IcoforgeError
+
+Data = dict[str, Any]
+
+# what the reports must share: (name in the error message, value of a report)
+SHARED_INPUTS: tuple[tuple[str, Callable[[Data], Any]], ...] = (
+    ("grid", lambda d: d["grid"].get("name", d["options"].get("grid"))),
+    ("levels", lambda d: d["options"].get("levels")),
+    ("seed", lambda d: d["options"].get("seed")),
+    ("steps", lambda d: d["options"].get("steps")),
+    ("warm-up steps", lambda d: d["options"].get("warmup")),
+    ("profile steps", lambda d: d["options"].get("profile_steps")),
+    ("static-field key", lambda d: d.get("static_fields_key")),
+)
+
+
+def load_report(path: str | pathlib.Path) -> Data:
+    """A report written by `greenline --json`; IcoforgeError if it is not one."""
+    try:
+        data = json.loads(pathlib.Path(path).read_text())
+    except OSError as e:
+        raise IcoforgeError(f"{path}: {e.strerror or e}") from e
+    except ValueError as e:
+        raise IcoforgeError(f"{path}: not JSON ({e})") from e
+    if not isinstance(data, dict) or not all(k in data for k in ("options", "grid", "backends")):
+        raise IcoforgeError(f"{path}: not a report of `icoforge greenline --json`")
+    if not data["backends"]:
+        raise IcoforgeError(f"{path}: the report has no backend")
+    return data
+
+
+def merge_reports(reports: Sequence[tuple[str, Data]]) -> Data:
+    """`reports`: (file name, report) pairs, the reference first. Returns one report (JSON form)."""
+    if not reports:
+        raise IcoforgeError("no report to merge")
+    first_file, first = reports[0]
+    seen: dict[str, str] = {}
+    for file, data in reports:
+        for what, value in SHARED_INPUTS:
+            if value(data) != value(first):
+                raise IcoforgeError(
+                    f"{file} and {first_file} differ in {what} ({value(data)!r} vs {value(first)!r}): "
+                    "merged reports must share their inputs"
+                )
+        for b in data["backends"]:
+            name = b["backend"]
+            if name in seen:
+                where = f"in {file} twice" if seen[name] == file else f"in {seen[name]} and {file}"
+                raise IcoforgeError(f"backend {name} appears {where}: merge each backend once")
+            seen[name] = file
+
+    merged = copy.deepcopy(first)
+    merged["backends"] = [copy.deepcopy(b) for _, d in reports for b in d["backends"]]
+    merged["verification"] = [copy.deepcopy(c) for _, d in reports for c in d.get("verification", [])]
+    merged["options"]["backends"] = list(seen)
+    merged["options"]["verify"] = any(d["options"].get("verify") for _, d in reports)
+    merged["merged_from"] = [
+        copy.deepcopy(src)
+        for file, d in reports
+        for src in d.get("merged_from")
+        or [
+            {
+                "file": str(file),
+                "backends": [b["backend"] for b in d["backends"]],
+                "options": d["options"],
+                "common_setup_s": d.get("common_setup_s", {}),
+                "static_fields_cached": d.get("static_fields_cached", False),
+                "environment": d.get("environment", {}),
+            }
+        ]
+    ]
+    return merged

@@ -1,0 +1,287 @@
+"""`greenline --gpu-lock` and `greenline-merge`, without running the granule: fake reports in the
+real JSON form (built from the real dataclasses), the lock with a second thread and a second
+process, the CLI plumbing with run_greenline replaced. Seconds in total."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from icoforge.cli.main import main
+from icoforge.errors import IcoforgeError
+from icoforge.granule import greenline, report
+from icoforge.granule.gpulock import GpuLock
+from icoforge.granule.greenline import GreenlineOptions, GreenlineReport
+from icoforge.granule.merge import merge_reports
+from icoforge.granule.runner import VARIANTS, BackendResult, ProgramRow
+
+# --- fake reports ---------------------------------------------------------------------------------
+
+
+def _result(name: str, scale: float, lock_wait: float | None = None) -> BackendResult:
+    r = BackendResult(name, setup_s={"construct": 10.0 * scale, "compile": 1.0, "first_calls": 0.5}, compile_jobs=38)
+    r.step_ms = {v: [scale * 10.0, scale * 11.0, scale * 12.0] for v in VARIANTS}
+    r.programs = [
+        ProgramRow("vertically_implicit_solver_at_predictor_step", 5, 2.0 * scale, 10.0 * scale, 0.2, None),
+        ProgramRow("compute_diagnostics_from_normal_wind", 1, 1.0 * scale, 1.0 * scale, 0.02, None),
+    ]
+    r.profiled_step_ms = 50.0 * scale
+    r.gpu_lock_wait_s = lock_wait
+    return r
+
+
+def _report(*results: BackendResult, grid="R2B6", seed=0, steps=5, key="k1", host="h200") -> GreenlineReport:
+    return GreenlineReport(
+        options=GreenlineOptions(
+            grid=grid,
+            levels=80,
+            backends=tuple(r.backend for r in results),
+            seed=seed,
+            steps=steps,
+            gpu_lock="/tmp/gpu.lock",
+        ),
+        grid={"name": grid, "cells": 327680, "edges": 491520, "vertices": 163842, "levels": 80},
+        common_setup_s={"grid_load": 2.0, "static_fields": 0.5},
+        fields_cached=True,
+        results=list(results),
+        comparisons=[],
+        environment={
+            "date": "2026-12-01T10:00:00+00:00",
+            "host": host,
+            "gpu": "NVIDIA H200",
+            "cpus": 16,
+            "python": "3.12.8",
+            "versions": {"icoforge": "0.1", "gt4py": "1.2.1"},
+        },
+        static_fields_key=key,
+    )
+
+
+def _write(tmp_path, name: str, rep: GreenlineReport):
+    path = tmp_path / name
+    path.write_text(json.dumps(rep.to_json()))
+    return str(path)
+
+
+def test_merged_tables_are_those_of_one_run_with_both_backends():
+    cuda, gtfn = _result("icoforge-cuda", 1.0, 0.0), _result("gtfn_gpu", 2.0, 12.5)
+    live = report.as_data(_report(cuda, gtfn))
+    merged = merge_reports([("a.json", _report(cuda).to_json()), ("b.json", _report(gtfn).to_json())])
+    assert [b["backend"] for b in merged["backends"]] == ["icoforge-cuda", "gtfn_gpu"]
+    assert merged["options"]["backends"] == ["icoforge-cuda", "gtfn_gpu"]
+    assert report.steps_table(merged) == report.steps_table(live)
+    assert report.program_table(merged, 1) == report.program_table(live, 1)
+    setup_m, setup_l = report.setup_table(merged), report.setup_table(live)
+    assert setup_m.rows == setup_l.rows and setup_m.columns == setup_l.columns
+    assert "separate runs" in setup_m.caption and "shared by all backends" in setup_l.caption
+
+
+def test_greenline_merge_cli_prints_json_and_markdown(tmp_path, capsys):
+    a = _write(tmp_path, "cuda.json", _report(_result("icoforge-cuda", 1.0, 0.0)))
+    b = _write(tmp_path, "gtfn.json", _report(_result("gtfn_gpu", 2.0, 12.5), host="h200"))
+    out, md = tmp_path / "merged.json", tmp_path / "merged.md"
+    assert main(["greenline-merge", a, b, "--json", str(out), "--markdown", str(md)]) == 0
+    text = capsys.readouterr().out
+    for needle in (
+        "icoforge-cuda",
+        "gtfn_gpu",
+        "speed-up vs",
+        "0.50x",
+        "step time (ms)",
+        "setup (seconds)",
+        "waited for the GPU lock",
+        "12.5",
+        "gtfn_gpu: per program",
+    ):
+        assert needle in text, needle
+    data = json.loads(out.read_text())
+    assert [x["backend"] for x in data["backends"]] == ["icoforge-cuda", "gtfn_gpu"]
+    assert [src["file"] for src in data["merged_from"]] == [a, b]
+    doc = md.read_text()
+    assert "| variant | icoforge-cuda median | min | gtfn_gpu median | min | speed-up vs icoforge-cuda |" in doc
+    assert "| **dycore step** | **55.000** |  | **110.000** |  | 0.50x |" in doc
+    for needle in (
+        "# greenline: R2B6, 80 levels: icoforge-cuda, gtfn_gpu",
+        "2026-12-01T10:00:00+00:00",
+        "NVIDIA H200",
+        "| gt4py | 1.2.1 |",
+        "### icoforge-cuda: per program",
+    ):
+        assert needle in doc, needle
+    assert "[bold]" not in doc and "[dim]" not in doc
+
+    # a merged report merges again (its sources are kept), and the JSON alone goes to stdout
+    c = _write(tmp_path, "dace.json", _report(_result("dace_gpu", 1.5)))
+    assert main(["greenline-merge", str(out), c, "--json", "-"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert [src["file"] for src in again["merged_from"]] == [a, b, c]
+
+
+@pytest.mark.parametrize(
+    "other, message",
+    [
+        (dict(grid="R2B5"), "differ in grid ('R2B5' vs 'R2B6')"),
+        (dict(seed=1), "differ in seed"),
+        (dict(steps=10), "differ in steps"),
+        (dict(key="k2"), "differ in static-field key"),
+    ],
+)
+def test_merge_refuses_reports_of_other_inputs(tmp_path, capsys, other, message):
+    a = _write(tmp_path, "a.json", _report(_result("icoforge-cuda", 1.0)))
+    b = _write(tmp_path, "b.json", _report(_result("gtfn_gpu", 2.0), **other))
+    assert main(["greenline-merge", a, b]) == 2
+    err = capsys.readouterr().err
+    assert "icoforge: error:" in err and message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_merge_refuses_a_backend_twice(tmp_path, capsys):
+    a = _write(tmp_path, "a.json", _report(_result("gtfn_gpu", 1.0)))
+    b = _write(tmp_path, "b.json", _report(_result("gtfn_gpu", 2.0)))
+    assert main(["greenline-merge", a, b]) == 2
+    err = capsys.readouterr().err
+    assert f"backend gtfn_gpu appears in {a} and {b}" in err and len(err.strip().splitlines()) == 1
+
+
+def test_merge_refuses_files_that_are_not_reports(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text('{"results": []}')
+    with pytest.raises(IcoforgeError, match="not a report"):
+        main(["--traceback", "greenline-merge", str(bad)])
+
+
+# --- the GPU lock ---------------------------------------------------------------------------------
+
+
+def test_gpu_lock_serializes_two_threads(tmp_path):
+    """Each thread records (enter, leave) while holding the lock; the intervals must not overlap
+    and the second thread must have waited for the first (a lock that does nothing fails both)."""
+    path = tmp_path / "sub" / "gpu.lock"
+    path.parent.mkdir()
+    lines: list[str] = []
+    intervals: dict[str, tuple[float, float]] = {}
+    waited: dict[str, float] = {}
+    first_holds = threading.Event()
+
+    def work(name: str, hold_s: float) -> None:
+        with GpuLock(path, lines.append).hold(name, "timed steps") as w:
+            waited[name] = w
+            t0 = time.monotonic()
+            first_holds.set()
+            time.sleep(hold_s)
+            intervals[name] = (t0, time.monotonic())
+
+    a = threading.Thread(target=work, args=("A", 0.4))
+    a.start()
+    assert first_holds.wait(5)
+    b = threading.Thread(target=work, args=("B", 0.0))
+    b.start()
+    a.join(5)
+    b.join(5)
+    assert intervals["B"][0] >= intervals["A"][1]
+    assert waited["B"] >= 0.2 and waited["A"] < 0.2
+    assert any(line.startswith("B: waiting for the GPU lock") and "held by pid" in line for line in lines)
+    assert any(line.startswith("B: GPU lock acquired after") for line in lines)
+
+
+def test_gpu_lock_waits_for_another_process(tmp_path):
+    path = tmp_path / "gpu.lock"  # created by the lock
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            f"fd = os.open({str(path)!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(0.6)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        t0 = time.monotonic()
+        with GpuLock(path).hold("gtfn_gpu", "timed steps") as waited:
+            assert holder.poll() is not None or time.monotonic() - t0 >= 0.3  # the holder has let go
+        assert waited >= 0.3
+    finally:
+        holder.wait(10)
+
+
+def test_gpu_lock_refuses_a_bad_path_early(tmp_path):
+    with pytest.raises(IcoforgeError, match="--gpu-lock"):
+        GpuLock(tmp_path / "missing-dir" / "gpu.lock").check()
+
+
+class _FakeGranule:
+    """What `greenline.measure` uses of a Granule; checks the lock is held while measuring."""
+
+    def __init__(self, name: str, lock_path):
+        self.name = name
+        self.result = BackendResult(name)
+        self.lock_path = lock_path
+        self.phases: list[str] = []
+
+    def _lock_is_held(self) -> bool:
+        fd = os.open(self.lock_path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    def time_variants(self, steps, warmup, progress):
+        self.phases.append(f"time held={self._lock_is_held()}")
+
+    def profile(self, rounds, progress):
+        self.phases.append(f"profile held={self._lock_is_held()}")
+
+
+@pytest.mark.parametrize("with_lock", [True, False])
+def test_measurement_phases_hold_the_lock(tmp_path, with_lock):
+    path = tmp_path / "gpu.lock"
+    path.touch()
+    lines: list[str] = []
+    lock = GpuLock(path, lines.append) if with_lock else None
+    gs = [_FakeGranule("icoforge-cuda", path), _FakeGranule("gtfn_gpu", path)]
+    opts = GreenlineOptions(backends=("icoforge-cuda", "gtfn_gpu"), profile_steps=1)
+    assert greenline.measure(gs, opts, {}, None, lock, lambda *a: None, lines.append) == []
+    for g in gs:
+        assert g.phases == [f"time held={with_lock}", f"profile held={with_lock}"]
+        assert (g.result.gpu_lock_wait_s is not None) == with_lock
+        assert ("gpu_lock_wait_s" in g.result.to_json()) and (
+            g.result.to_json()["gpu_lock_wait_s"] is None
+        ) != with_lock
+    assert sum("GPU lock acquired" in line for line in lines) == (2 if with_lock else 0)
+
+
+def test_gpu_lock_option_reaches_greenline_options(tmp_path, monkeypatch, capsys):
+    seen: list[GreenlineOptions] = []
+
+    def fake_run(opts, progress=None, log=None):
+        seen.append(opts)
+        return dataclasses.replace(_report(_result(opts.backends[0], 1.0, 0.0)), options=opts)
+
+    monkeypatch.setattr(greenline, "run_greenline", fake_run)
+    lock, out = tmp_path / "gpu.lock", tmp_path / "r.json"
+    argv = ["greenline", "--backend", "gtfn_gpu", "--gpu-lock", str(lock), "--json", str(out)]
+    assert main(argv) == 0
+    assert seen[-1].gpu_lock == str(lock) and seen[-1].backends == ("gtfn_gpu",)
+    data = json.loads(out.read_text())
+    assert data["options"]["gpu_lock"] == str(lock) and data["backends"][0]["gpu_lock_wait_s"] == 0.0
+    assert data["static_fields_key"] == "k1"
+    assert main(["greenline", "--backend", "gtfn_gpu", "--json", "-"]) == 0
+    assert seen[-1].gpu_lock is None
+    with contextlib.suppress(SystemExit):
+        main(["greenline", "--help"])
+    assert "--gpu-lock" in capsys.readouterr().out
