@@ -119,6 +119,7 @@ class GPUArtifact:
     kernel_names: tuple[str, ...]
     options: tuple[str, ...]
     timings: tuple[tuple[str, float], ...] = ()
+    program_ir: ir.ProgramIR | None = dataclasses.field(default=None, compare=False, repr=False)  # for perf models
 
     def load(self) -> stages.ExecutableProgram:
         import cupy as cp
@@ -138,6 +139,7 @@ class GPUArtifact:
 
         program.icoforge_artifact = self  # type: ignore[attr-defined]
         program.icoforge_runtime = rt  # type: ignore[attr-defined]
+        program.icoforge_kernels = kernels  # type: ignore[attr-defined]  # CuPy functions: num_regs, local_size_bytes
         program.icoforge_load_seconds = time.perf_counter() - t0  # type: ignore[attr-defined]
         return program
 
@@ -172,6 +174,7 @@ def gpu_artifact(program: ir.ProgramIR, vendor: str, schedule: ProgramSchedule, 
         kernel_names=tuple(k.name for k in program.kernels()),
         options=nvrtc_options(vendor),
         timings=tuple(timings),
+        program_ir=program,
     )
 
 

@@ -156,4 +156,48 @@ def compare_golden(
     return verify.Comparison(backend=backend, reference=f"{golden['backend']} (recorded)", rtol=rtol, substeps=substeps)
 
 
-__all__ = ["check_inputs", "compare_golden", "fingerprint", "input_description", "load", "write"]
+def compare_fingerprints(test: dict[str, Any], ref: dict[str, Any], rtol: float) -> verify.Comparison:
+    """Two recorded fingerprints of the same inputs (e.g. two backends run in separate processes):
+    the same sampled points, projections and maxima, compared as `compare_golden` does."""
+    if problems := check_inputs(ref, test["inputs"]):
+        raise ValueError("fingerprints of different inputs: " + "; ".join(problems))
+    substeps = []
+    for t, r in zip(test["substeps"], ref["substeps"], strict=True):
+        if t["variant"] != r["variant"]:
+            raise ValueError(f"substep {t['variant']!r} vs {r['variant']!r}")
+        diffs = []
+        for name in PROGNOSTIC_FIELDS:
+            tf, rf = t["fields"][name], r["fields"][name]
+            if tf["shape"] != rf["shape"] or tf["sample_positions"] != rf["sample_positions"]:
+                raise ValueError(f"{name}: fingerprints of different shapes or sample points")
+            values = [np.asarray(tf[k], dtype=np.float64) for k in ("samples", "projections")] + [np.float64(tf["max_abs"])]
+            if not all(np.isfinite(v).all() for v in values):
+                diffs.append(verify.FieldDiff(name, math.inf, math.inf, False))
+                continue
+            scale = rf["max_abs"] or 1.0
+            sample_abs = float(np.max(np.abs(values[0] - np.asarray(rf["samples"]))))
+            size = float(np.prod(rf["shape"]))
+            proj_rel = float(np.max(np.abs(values[1] - np.asarray(rf["projections"])))) / (math.sqrt(size) * scale)
+            max_abs_rel = abs(tf["max_abs"] - rf["max_abs"]) / scale
+            diffs.append(verify.FieldDiff(name, sample_abs, max(sample_abs / scale, proj_rel, max_abs_rel), True))
+        substeps.append((t["variant"], diffs))
+    return verify.Comparison(backend=test["backend"], reference=f"{ref['backend']} (recorded)", rtol=rtol, substeps=substeps)
+
+
+def _main(argv: list[str]) -> int:
+    """python -m icoforge.granule.golden compare REF.json TEST.json [RTOL]"""
+    if len(argv) not in (3, 4) or argv[0] != "compare":
+        print(_main.__doc__)
+        return 2
+    rtol = float(argv[3]) if len(argv) == 4 else verify.DEFAULT_RTOL
+    c = compare_fingerprints(load(argv[2]), load(argv[1]), rtol)
+    print(json.dumps({k: v for k, v in c.to_json().items() if k != "substeps"}, indent=1))
+    return 0 if c.passed else 1
+
+
+__all__ = ["check_inputs", "compare_fingerprints", "compare_golden", "fingerprint", "input_description", "load", "write"]
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_main(sys.argv[1:]))

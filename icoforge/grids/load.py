@@ -57,6 +57,35 @@ class Grid:
         )
 
 
+class DeviceGrid:
+    """`grid` with its neighbour tables copied to the GPU once (CuPy). GT4Py's GPU backends
+    (gtfn_gpu, dace_gpu) require the offset provider on the device; handing them host tables is
+    an error (or, under `python -O`, a wrong pointer). Everything else is the host grid's."""
+
+    def __init__(self, grid: Grid):
+        import cupy as cp
+        import gt4py.next as gtx
+
+        self.host = grid
+        self._connectivities = {}
+        for name, conn in grid.connectivities.items():
+            if hasattr(conn, "ndarray"):
+                conn = gtx.as_connectivity(
+                    domain=conn.domain, codomain=conn.codomain, data=cp.asarray(conn.ndarray), skip_value=conn.skip_value
+                )
+            self._connectivities[name] = conn
+
+    @property
+    def connectivities(self) -> dict[str, Any]:
+        return self._connectivities
+
+    def __getattr__(self, name: str) -> Any:  # name, num_levels, start_index, ... of the host grid
+        return getattr(self.host, name)
+
+    def __repr__(self) -> str:
+        return f"DeviceGrid({self.host!r})"
+
+
 _loaded: dict[tuple, Grid] = {}
 _loaded_lock = threading.Lock()
 

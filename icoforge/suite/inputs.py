@@ -124,6 +124,25 @@ def make_inputs(info: ProgramInfo, grid: Any, seed: int = 0, *, allocator: Any =
     return args
 
 
+def make_scalars(info: ProgramInfo, grid: Any, seed: int = 0) -> dict[str, Any]:
+    """The scalar arguments `make_inputs(info, grid, seed)` would give, without building fields.
+
+    Each field of `make_inputs` consumes exactly one 64-bit draw per element (NumPy's `random`
+    and `uniform` both take one double per value), so skipping a field is advancing the bit
+    generator by its size. For compiling with the suite's static scalars (they fix GT4Py's
+    fingerprint) before gigabytes of R2B6 inputs exist; a test checks it against `make_inputs`.
+    """
+    ctx = SpecContext(grid=grid, rng=np.random.default_rng(seed))
+    out: dict[str, Any] = {}
+    for param in info.params:
+        spec = spec_for(info.name, param.name) or default_spec(info, param)
+        if param.is_field:
+            ctx.rng.bit_generator.advance(int(np.prod(field_shape(param, grid), dtype=np.int64)))
+        else:
+            out[param.name] = ctx.resolve_scalar(spec, param.dtype)
+    return out
+
+
 # --- helpers on argument dicts ------------------------------------------------------------------
 
 

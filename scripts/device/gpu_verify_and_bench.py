@@ -131,6 +131,7 @@ def main() -> int:
     ap.add_argument("--gtfn-for", default="all", help="programs also checked icoforge-cpu vs gtfn_cpu: all | none | a,b")
     ap.add_argument("--skip-verify", action="store_true")
     ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--skip-bench", action="store_true", help="verification only (side_by_side.py times)")
     opts = ap.parse_args()
     for key in ("programs", "gtfn_for"):  # "@file": comma-separated names in a file
         v = getattr(opts, key)
@@ -166,9 +167,10 @@ def main() -> int:
                 rows.extend(got)
         print(f"verification: {time.perf_counter() - t0:.0f} s", flush=True)
 
-    bench_rows = bench([n for n in BIG_FOUR if n in names] or BIG_FOUR[:1], "R2B6", 80, opts.reps)
-    with open(out / "bench.json", "w") as f:
-        json.dump(bench_rows, f, indent=1)
+    bench_rows = [] if opts.skip_bench else bench([n for n in BIG_FOUR if n in names] or BIG_FOUR[:1], "R2B6", 80, opts.reps)
+    if bench_rows:
+        with open(out / "bench.json", "w") as f:
+            json.dump(bench_rows, f, indent=1)
 
     # short table last
     from collections import Counter
@@ -180,6 +182,8 @@ def main() -> int:
     bad = [r for r in rows if r["status"] != "PASS"]
     for r in bad[:15]:
         print(f"  {r['status']} {r['program']} {r.get('grid')} {r.get('backend')}: {r.get('detail', '')[:300]}")
+    if not bench_rows:
+        return 1 if bad else 0
     print("\n== icoforge-cuda, R2B6, 80 levels (H200) ==")
     print(f"{'program':52} {'median ms':>9} {'min ms':>8} {'GB':>6} {'TB/s':>6} {'of copy':>7}")
     for r in bench_rows:

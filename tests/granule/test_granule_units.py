@@ -360,3 +360,28 @@ def test_compare_runs_substep_by_substep():
     cmp = verify.compare_runs("icoforge-cpu", a, "gtfn_cpu", b, 1e-9)
     assert [v for v, _ in cmp.substeps] == list(verify.VERIFY_SEQUENCE)
     assert not cmp.passed and cmp.worst()["theta_v"] > 1e-7 and cmp.worst()["rho"] == 0.0
+
+
+def test_two_recorded_fingerprints_compare(tmp_path):
+    import copy
+    import json
+    import pathlib
+
+    from icoforge.granule import golden
+
+    ref = golden.load(pathlib.Path(__file__).parent / "data" / "r2b3_l10_gtfn_cpu.json")
+    same = golden.compare_fingerprints(copy.deepcopy(ref), ref, rtol=1e-12)
+    assert same.passed and max(same.worst().values()) == 0.0
+    bad = copy.deepcopy(ref)
+    field = bad["substeps"][1]["fields"]["vn"]
+    field["samples"][0] += 1e-6 * (field["max_abs"] or 1.0)
+    worse = golden.compare_fingerprints(bad, ref, rtol=1e-12)
+    assert not worse.passed and 0 < worse.worst()["vn"] < 1e-5
+    bad["substeps"][0]["fields"]["w"]["samples"][0] = float("nan")
+    assert golden.compare_fingerprints(bad, ref, rtol=1.0).worst()["w"] == float("inf")
+    other = copy.deepcopy(ref)
+    other["inputs"]["seed"] = 99
+    with pytest.raises(ValueError, match="different inputs"):
+        golden.compare_fingerprints(other, ref, rtol=1e-12)
+    (tmp_path / "a.json").write_text(json.dumps(ref))
+    assert golden._main(["compare", str(tmp_path / "a.json"), str(tmp_path / "a.json")]) == 0

@@ -7,7 +7,7 @@ from icon4py.model.common import dimension as dims
 
 from icoforge.suite.argcheck import check_args, write_domains
 from icoforge.suite.catalogue import all_programs, get_program
-from icoforge.suite.inputs import copy_args, field_shape, make_inputs
+from icoforge.suite.inputs import copy_args, field_shape, is_field, make_inputs, make_scalars
 from icoforge.suite.specs import vertical_indices
 
 ALL_NAMES = [p.name for p in all_programs()]
@@ -131,3 +131,16 @@ def test_physical_magnitudes_from_the_table(tiny_grid):
     assert w.min() < 0 < w.max() and np.abs(w).max() <= 0.5  # signed where the physics is
     assert np.abs(args["geofac_div"].asnumpy()).max() <= 1.2e-5
     assert args["ddqz_z_half"].asnumpy().min() >= 50.0  # layer thicknesses: divisors stay large
+
+
+@pytest.mark.parametrize("seed", [0, 7, 12345])
+def test_make_scalars_equals_the_scalars_of_make_inputs(tiny_grid, seed):
+    # every program: the bit generator skips each field exactly as make_inputs draws it
+    for name in ALL_NAMES:
+        info = get_program(name)
+        full = make_inputs(info, tiny_grid, seed=seed)
+        expected = {k: v for k, v in full.items() if not is_field(v)}
+        got = make_scalars(info, tiny_grid, seed=seed)
+        assert got.keys() == expected.keys(), name
+        for k in expected:
+            assert type(got[k]) is type(expected[k]) and got[k] == expected[k], (name, k, got[k], expected[k])
