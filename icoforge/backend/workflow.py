@@ -123,6 +123,7 @@ class CPUArtifact:
     module_name: str
     program_name: str
     timings: tuple[tuple[str, float], ...] = ()
+    program_ir: ir.ProgramIR | None = dataclasses.field(default=None, compare=False, repr=False)  # for perf models
 
     def load(self) -> stages.ExecutableProgram:
         loader = importlib.machinery.ExtensionFileLoader(self.module_name, self.module_path)
@@ -164,4 +165,5 @@ class CPUExecutor:
             name,
             tr.program.name,
             (("translate", t1 - t0), ("translation_cache_hit", float(hit)), ("build", build_s)),
+            tr.program,
         )

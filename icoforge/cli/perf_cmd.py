@@ -4,6 +4,7 @@ against the hardware."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import pathlib
 import shutil
 import subprocess
@@ -45,13 +46,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="syntax highlighting (default: on a terminal)")
     p.set_defaults(func=cmd_explain)
 
-    p = subparsers.add_parser("roofline", help="time a program per kernel and draw its roofline (PNG + Markdown table)")
-    p.add_argument("program", help="program name (see `icoforge list`)")
+    p = subparsers.add_parser(
+        "roofline",
+        help="time a program (or the greenline dycore step) per kernel and draw its roofline (PNG + Markdown table)",
+        description=(
+            "PROGRAM: one dycore program, timed per kernel. 'greenline': icon4py's SolveNonhydro step "
+            "(the granule of `icoforge greenline`) -- every kernel of every program the step calls, with "
+            "bytes and flops of each call's own arguments, summed per dycore step."
+        ),
+    )
+    p.add_argument("program", help="program name (see `icoforge list`), or 'greenline' for the whole dycore step")
     _grid_args(p, "R2B4", 80)
     p.add_argument("--backend", default="icoforge-cpu", choices=("icoforge-cpu", "icoforge-cuda", "icoforge-hip"))
     p.add_argument("--out", default=None, help="PNG path (default roofline_<program>_<grid>_<levels>.png); a .md lands beside it")
-    p.add_argument("--repeat", type=int, default=10, help="timed calls (default 10)")
+    p.add_argument("--repeat", type=int, default=10,
+                   help="timed calls (default 10); greenline on the CPU: runs of each kernel alone per call")  # fmt: skip
     p.add_argument("--peak-gflops", type=float, default=None, help="FP64 peak in GFLOP/s (default: data sheet / nominal CPU)")
+    p.add_argument("--steps", type=int, default=3, help="greenline: instrumented dycore steps (default 3)")
+    p.add_argument(
+        "--cpu-timing", default="kernels", choices=("kernels", "program"),
+        help="greenline on icoforge-cpu: kernels = each kernel built alone and run on every call's arguments "
+        "(default); program = one program-level point per program (its calls' wall time)",
+    )  # fmt: skip
+    p.add_argument(
+        "--gpu-lock", metavar="PATH",
+        help="hold an exclusive flock on PATH (created if missing) while timing (greenline: steps, kernel timing and "
+        "copy ceiling, not the setup; one program: the whole measurement), as `icoforge greenline --gpu-lock`",
+    )  # fmt: skip
     p.set_defaults(func=cmd_roofline)
 
     p = subparsers.add_parser(
@@ -100,14 +121,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_roofline(args: argparse.Namespace) -> int:
     from icoforge.perf.measure import measure, write_roofline
 
-    if args.program == "greenline":
-        raise IcoforgeError("roofline of the greenline granule is not available yet: give one program")
     if args.repeat < 1:
         raise IcoforgeError(f"--repeat must be at least 1, got {args.repeat}")
+    if args.program == "greenline":
+        return cmd_roofline_greenline(args)
     console = _console()
+    lock = _gpu_lock(args, console)
     grid = _load_grid(args)
     with console.status("measuring") as status:
-        m = measure(args.program, grid, args.backend, args.repeat, peak_gflops=args.peak_gflops, status=status.update)
+        with contextlib.nullcontext() if lock is None else lock.hold(args.backend, f"roofline {args.program}"):
+            m = measure(args.program, grid, args.backend, args.repeat, peak_gflops=args.peak_gflops, status=status.update)
         fig = write_roofline(m, args.out)
     table = Table(title=f"{m.program} on {m.grid}/{m.levels}, {m.backend} ({m.device})")
     for col in ("kernel", "MB", "MFLOP", "flop/B", "median ms", "GB/s", "% of copy"):
@@ -124,6 +147,58 @@ def cmd_roofline(args: argparse.Namespace) -> int:
         )  # fmt: skip
     console.print(table)
     console.print(f"copy bandwidth {bw / 1e9:.1f} GB/s ({m.ceiling.how}); FP64 peak {m.peak_flops / 1e9:.0f} GFLOP/s ({m.peak_how})")
+    console.print(f"wrote {fig.png} and {fig.markdown}")
+    return 0
+
+
+def _gpu_lock(args: argparse.Namespace, console: Console):
+    """`--gpu-lock PATH`: the flock helper `icoforge greenline` uses (checked before any work)."""
+    if not args.gpu_lock:
+        return None
+    from icoforge.granule.gpulock import GpuLock
+
+    lock = GpuLock(args.gpu_lock, lambda text: console.print(f"[dim]{text}[/dim]"))
+    lock.check()
+    return lock
+
+
+def cmd_roofline_greenline(args: argparse.Namespace) -> int:
+    from icoforge.perf.greenline import measure_greenline, write_greenline_roofline
+
+    if args.levels <= 0:
+        raise IcoforgeError(f"--levels must be a positive number of levels, got {args.levels}")
+    if args.steps < 1:
+        raise IcoforgeError(f"--steps must be at least 1, got {args.steps}")
+    console = _console()
+    with console.status("greenline roofline") as status:
+        r = measure_greenline(
+            args.grid, args.levels, args.backend, steps=args.steps, repeat=args.repeat, cpu_timing=args.cpu_timing,
+            peak_gflops=args.peak_gflops, gpu_lock=args.gpu_lock, status=status.update,
+        )  # fmt: skip
+        fig = write_greenline_roofline(r, args.out)
+    level = "program (program-level time)" if r.program_level else "kernel"
+    table = Table(title=f"greenline on {r.grid}/{r.levels}, {r.backend} ({r.device}), per dycore step")
+    for col in (level, "program", "calls", "MB", "MFLOP", "flop/B", "ms", "GB/s", "% of copy"):
+        table.add_column(col, justify="left" if col in (level, "program") else "right")
+    bw = r.ceiling.bytes_per_s
+    for row in r.rows:
+        gbs = row.bytes_per_s
+        ms = row.seconds_per_step
+        table.add_row(
+            row.kernel, "" if r.program_level else row.program, f"{row.calls_per_step:g}",
+            f"{row.bytes_per_step / 1e6:.3f}", f"{row.flops_per_step / 1e6:.3f}", f"{row.ai:.3f}",
+            "–" if ms is None else f"{ms * 1e3:.4f}", "–" if gbs is None else f"{gbs / 1e9:.1f}",
+            "–" if gbs is None else f"{100 * gbs / bw:.1f}",
+        )  # fmt: skip
+    console.print(table)
+    ks = r.kernel_seconds
+    console.print(
+        f"instrumented dycore step {r.step_seconds * 1e3:.3f} ms; program calls {r.program_seconds * 1e3:.3f} ms"
+        + ("" if ks is None else f"; rows summed {ks * 1e3:.3f} ms")
+        + f"; {len(r.not_executed)} kernels not executed"
+    )
+    console.print(f"time: {r.timing}")
+    console.print(f"copy bandwidth {bw / 1e9:.1f} GB/s ({r.ceiling.how}); FP64 peak {r.peak_flops / 1e9:.0f} GFLOP/s ({r.peak_how})")
     console.print(f"wrote {fig.png} and {fig.markdown}")
     return 0
 

@@ -38,10 +38,10 @@ for g in ('R2B6', 'REGIONAL', 'R2B4'): load_grid(g, levels=80, show_progress=Fal
     $GL --grid REGIONAL --levels 80 --backend icoforge-cuda --json $W/gl-REGIONAL-80-icoforge-cuda.json > $W/gl-REGIONAL-80-icoforge-cuda.log 2>&1
     stamp "icoforge-cuda REGIONAL/80 done (rc $?)"
   fi
-  python3 -m icoforge roofline vertically_implicit_solver_at_predictor_step --grid R2B6 --levels 80 --backend icoforge-cuda \
-      --repeat 20 --gpu-lock $LOCK --out $W/roofline-predictor-R2B6-80.png > $W/roofline-predictor.log 2>&1
+  flock -x $LOCK python3 -m icoforge roofline vertically_implicit_solver_at_predictor_step --grid R2B6 --levels 80 --backend icoforge-cuda \
+      --repeat 20 --out $W/roofline-predictor-R2B6-80.png > $W/roofline-predictor.log 2>&1
   stamp "predictor roofline done (rc $?)"
-  python3 -m icoforge roofline greenline --grid R2B6 --levels 80 --backend icoforge-cuda --gpu-lock $LOCK \
+  flock -x $LOCK python3 -m icoforge roofline greenline --grid R2B6 --levels 80 --backend icoforge-cuda \
       --out $W/roofline-greenline-R2B6-80.png > $W/roofline-greenline.log 2>&1
   stamp "granule roofline done (rc $?)"
   flock -x $LOCK python3 -m icoforge profile compute_horizontal_velocity_quantities_and_fluxes --grid R2B4 --levels 80 \

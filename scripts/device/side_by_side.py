@@ -270,10 +270,11 @@ def plan_sweep(programs: list[str], levels_list: list[int], grid_name: str) -> l
     from icoforge.backend.gpu import gpu_artifact
     from icoforge.backend.schedule import ScheduleError
     from icoforge.grids import load_grid
-    from icoforge.perf.model import cost_of_call
+    from icoforge.perf.model import program_cost
+    from icoforge.perf.sizes import suite_sizes
     from icoforge.perf.static import suite_program_ir
     from icoforge.suite.catalogue import get_program
-    from icoforge.suite.inputs import make_inputs, make_scalars
+    from icoforge.suite.inputs import make_scalars
 
     plans = []
     for li, levels in enumerate(levels_list):
@@ -283,10 +284,7 @@ def plan_sweep(programs: list[str], levels_list: list[int], grid_name: str) -> l
             t0 = time.perf_counter()
             pir = suite_program_ir(info, grid, make_scalars(info, grid, seed=7))  # fast: passes in .devcache
             log(f"IR of {name} L{levels}: {time.perf_counter() - t0:.0f} s")
-            with generation_slot():  # GBs of inputs: few processes hold them at once
-                host = make_inputs(info, grid, seed=7)
-                cost = cost_of_call(pir, host, grid.connectivities)
-                del host
+            cost = program_cost(pir, suite_sizes(info, grid, seed=7))  # sizes without building fields
             arts = {}
             for sid, ps in sweep_schedules(levels, full=(li == 0)).items():
                 try:
