@@ -39,15 +39,25 @@ def gt4py_passes(program: itir.Program, offset_provider: common.OffsetProvider) 
 
 
 def passes_key(inp: definitions.CompilableProgramDef) -> str:
-    """What GT4Py's passes depend on: the program fingerprint (GTIR incl. static args and static
-    domains), argument types, connectivity types (skip values, max neighbours), the table sizes
-    (the passes bake grid sizes into temporaries' domains) and GT4Py itself."""
-    import gt4py
+    """What GT4Py's passes depend on: the GTIR they get (static arguments are already substituted
+    into it), the parameters' types, the connectivity types (skip values, max neighbours), the
+    table sizes (the passes bake grid sizes into temporaries' domains) and GT4Py itself.
 
-    fp = stages.compilable_program_fingerprinter(inp)
+    The GTIR goes in through GT4Py's location-agnostic fingerprint: source locations hold file
+    paths, so a key with them would differ between two installations of the same icon4py (this
+    machine and the GPU machine), and a cache computed on one would never be found on the other.
+    Node types are skipped by that fingerprint; the parameter types are hashed separately."""
+    import gt4py
+    from gt4py.next.iterator import ir as gtir
+
+    program = inp.data
+    params = repr([(str(p.id), repr(p.type)) for p in program.params])
     op_type = common.offset_provider_to_type(inp.args.offset_provider)
     sizes = sorted((k, tuple(getattr(v, "shape", ()))) for k, v in inp.args.offset_provider.items())
-    parts = [fp, repr(sorted((k, repr(v)) for k, v in op_type.items())), repr(sizes), gt4py.__version__, "passes-v1"]
+    parts = [
+        gtir.lenient_ir_fingerprinter(program), params, repr(inp.args.column_axis),
+        repr(sorted((k, repr(v)) for k, v in op_type.items())), repr(sizes), gt4py.__version__, "passes-v2",
+    ]  # fmt: skip
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
 

@@ -71,7 +71,7 @@ class DeviceGrid:
         for name, conn in grid.connectivities.items():
             if hasattr(conn, "ndarray"):
                 conn = gtx.as_connectivity(
-                    domain=conn.domain, codomain=conn.codomain, data=cp.asarray(conn.ndarray), skip_value=conn.skip_value
+                    domain=conn.domain.dims, codomain=conn.codomain, data=cp.asarray(conn.ndarray), skip_value=conn.skip_value
                 )
             self._connectivities[name] = conn
 

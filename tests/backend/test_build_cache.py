@@ -113,3 +113,42 @@ def tuple_param(
 def test_unsupported_construct_names_program_and_construct(tiny_grid):
     with pytest.raises(UnsupportedConstructError, match=r"program 'tuple_param'.*parameter 'pair'.*tuple"):
         workflow.translate(compilable_program(tuple_param, tiny_grid.connectivities))
+
+
+@gtx.field_operator
+def _thrice(a: gtx.Field[[CellDim, KDim], gtx.float64]) -> gtx.Field[[CellDim, KDim], gtx.float64]:
+    return a * 3.0
+
+
+@gtx.program
+def thrice(a: gtx.Field[[CellDim, KDim], gtx.float64], out: gtx.Field[[CellDim, KDim], gtx.float64]):
+    _thrice(a, out=out)
+
+
+def test_pass_cache_key_ignores_source_locations_but_not_the_program(tiny_grid):
+    """The same program installed elsewhere (another machine's site-packages) must find the
+    entry; a different program, argument type or grid size must not."""
+    from gt4py import eve
+    from gt4py.next.iterator import ir as gtir
+
+    class Relocate(eve.NodeTranslator):
+        def visit_Node(self, node, **kwargs):
+            node = self.generic_visit(node, **kwargs)
+            if getattr(node, "location", None) is not None:
+                loc = node.location
+                node.location = type(loc)(
+                    filename="/elsewhere/site-packages" + (loc.filename or ""), line=loc.line + 3, column=loc.column,
+                    end_line=loc.end_line, end_column=loc.end_column,
+                )  # fmt: skip
+            return node
+
+    inp = compilable_program(twice, tiny_grid.connectivities)
+    assert any(getattr(n, "location", None) is not None for n in inp.data.walk_values().if_isinstance(gtir.Node))
+    moved = type(inp)(data=Relocate().visit(inp.data), args=inp.args)
+    assert moved.data.location.filename != inp.data.location.filename
+    assert workflow.passes_key(moved) == workflow.passes_key(inp)
+    assert workflow.passes_key(compilable_program(thrice, tiny_grid.connectivities)) != workflow.passes_key(inp)
+    bigger = {k: v for k, v in tiny_grid.connectivities.items()}
+    c2e = bigger["C2E"]
+    bigger["C2E"] = gtx.as_connectivity(domain=c2e.domain.dims, codomain=c2e.codomain, data=np.concatenate([c2e.ndarray, c2e.ndarray]), skip_value=c2e.skip_value)
+    assert workflow.passes_key(compilable_program(twice, bigger)) != workflow.passes_key(inp)
