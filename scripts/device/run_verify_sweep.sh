@@ -34,7 +34,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=c
 (
   flock -x 9
   stamp "verification + schedule tests start"
-  timeout ${VERIFY_S:-330} python3 scripts/device/gpu_verify_and_bench.py --jobs 6 --gtfn-for none --skip-bench \
+  timeout ${VERIFY_S:-330} python3 scripts/device/gpu_verify_and_bench.py --jobs 6 --gtfn-for none --skip-bench --seeds R2B4=11,R2B6=12 \
       > $OUT/verify.log 2>&1 &
   timeout ${PYTEST_S:-330} python3 -m pytest -m gpu tests/schedule tests/perf -q -n 3 -p no:cacheprovider \
       > $OUT/pytest-gpu.log 2>&1 &
