@@ -27,6 +27,25 @@ def representative_irs(tiny_grid):
     return {name: program_ir(get_program(name).program, tiny_grid.connectivities) for name in REPRESENTATIVES}
 
 
+GPU_TEST_SEED = 3  # inputs of the GPU schedule tests; their static scalars decide the kernel names
+
+
+@pytest.fixture(scope="session")
+def gpu_test_irs(tiny_grid):
+    """name -> ProgramIR as the GPU schedule tests compile it: icon4py's int/bool scalars bound to
+    the values `make_inputs(seed=GPU_TEST_SEED)` gives (static arguments fold host conditions, so
+    the kernels -- and their names -- differ from `representative_irs`)."""
+    from icoforge.perf.static import suite_program_ir
+    from icoforge.suite.catalogue import get_program
+    from icoforge.suite.inputs import make_scalars
+
+    out = {}
+    for name in REPRESENTATIVES:
+        info = get_program(name)
+        out[name] = suite_program_ir(info, tiny_grid, make_scalars(info, tiny_grid, GPU_TEST_SEED))
+    return out
+
+
 @pytest.fixture(scope="session")
 def kind_irs(tiny_grid):
     from kind_programs import KIND_PROGRAMS
