@@ -391,6 +391,43 @@ def _rows(path: pathlib.Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
+def shared_gpu(r: dict) -> bool:
+    """A timing disturbed by other work on the GPU: with the queue primed, the device time of a
+    call can only be shorter than the call timed on an idle queue, unless something else ran."""
+    return r["device_ms"] > 1.02 * r["call_ms"]
+
+
+def plot_sweep(d: pathlib.Path, prog: str, levels: int, rows: list[dict], peers: dict) -> str | None:
+    """One horizontal bar chart per program: device ms per schedule, GT4Py's backends as lines."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    ok = sorted((r for r in rows if r.get("status") == "OK"), key=lambda r: -r["device_ms"])
+    if not ok:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 0.22 * len(ok) + 1.6))
+    y = range(len(ok))
+    ax.barh(y, [r["device_ms"] for r in ok], color=["#bbbbbb" if shared_gpu(r) else "#3b75af" for r in ok])
+    ax.set_yticks(list(y), [r["schedule"] + (" (!)" if shared_gpu(r) else "") for r in ok], fontsize=7)
+    for backend, style in (("dace_gpu", "--"), ("gtfn_gpu", ":"), ("icoforge-cuda", "-")):
+        p = peers.get((prog, levels, backend))
+        if p:
+            label = f"{backend} {p['device_ms']:.2f} ms" + (" (default, GT4Py call path)" if backend == "icoforge-cuda" else "")
+            ax.axvline(p["device_ms"], color="k", linestyle=style, linewidth=1, label=label)
+    ax.set_xlabel("device ms per call (median, H200)")
+    ax.set_title(f"{prog}\nR2B6, {levels} levels: icoforge-cuda schedules", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    name = f"sweep-{''.join(w[:4] for w in prog.split('_'))[:24]}-L{levels}.png"
+    fig.savefig(d / name, dpi=110)
+    plt.close(fig)
+    return name
+
+
 def report(d: pathlib.Path) -> int:
     peers, sweep = _rows(d / "peers.jsonl"), _rows(d / "sweep.jsonl")
     copy = next((r["copy_TBs"] for r in sweep if r.get("role") == "copy"), None)
@@ -414,6 +451,7 @@ def report(d: pathlib.Path) -> int:
             f"{tbs or float('nan'):.2f} | {(tbs / copy if tbs and copy else float('nan')):.0%} |")  # fmt: skip
     # sweep
     out("\n## Schedule sweep, icoforge-cuda (device ms, median; identical = bit-identical to the default schedule)\n")
+    out("(!) = disturbed by other work on the GPU (device time above the idle-queue call time): not a clean measurement.\n")
     by = {}
     for r in sweep:
         if r.get("role") == "sweep":
@@ -430,12 +468,16 @@ def report(d: pathlib.Path) -> int:
                 out(f"| {r['schedule']} | {r['status']} | | | | | | {r.get('detail', '')[:60]} |")
                 continue
             ks = r.get("kernels", {}).values()
-            out(f"| {r['schedule']} | {r['device_ms']:.3f} | {(default['device_ms'] / r['device_ms'] if default else float('nan')):.2f}x | "
+            flag = " (!)" if shared_gpu(r) else ""
+            out(f"| {r['schedule']}{flag} | {r['device_ms']:.3f} | {(default['device_ms'] / r['device_ms'] if default else float('nan')):.2f}x | "
                 f"{r['stream_ms']:.3f} | {r['ir_GB'] / r['device_ms']:.2f} | {max((k['regs'] for k in ks), default=0)} | "
                 f"{max((k['local_bytes'] for k in ks), default=0)} | {r.get('identical')} |")  # fmt: skip
         if ok:
             b = min(ok, key=lambda r: r["device_ms"])
             best_rows.append((prog, levels, default, b))
+        png = plot_sweep(d, prog, levels, rows, {(r["program"], r["levels"], r["backend"]): r for r in peers if r["status"] == "OK"})
+        if png:
+            out(f"\n![{prog}]({png})")
     md = "\n".join(lines) + "\n"
     (d / "side_by_side.md").write_text(md)
     # short table last
