@@ -18,7 +18,7 @@ def test_show_lists_kernels_with_schedule_and_registers(tiny_grid, capsys):
     assert main(["schedule", "show", "compute_divergence_of_fluxes_of_rho_and_theta", *GRID]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if "comp_dive_flux_rho_thet_k0" in line)
-    assert "map2d" in row and "block 128x1, k_per_thread 1" in row and "0/0" in row
+    assert "map2d" in row and "block 32x4, k_per_thread 1" in row and "0/0" in row  # the CUDA default
     assert "resources from nvcc sm_90" in out
 
 
@@ -33,7 +33,7 @@ def test_check_applies_settings_to_one_kernel_and_reports_resources(tiny_grid, c
     assert k4["schedule"]["block"] == [64, 2] and k4["smem_bytes"] == 2 * 64 * 5 * 4
     assert k4["resources"]["shared_bytes"] == k4["smem_bytes"]
     k0 = next(k for k in out["kernels"] if k["kernel"] == "appl_dive_damp_upda_vn_k0")
-    assert k0["schedule"]["block"] == [128, 1] and k0["smem_bytes"] == 0
+    assert k0["schedule"]["block"] == [32, 4] and k0["smem_bytes"] == 0  # the CUDA default
     assert "__shared__ int E2C2EO_sh[640]" in src.read_text()
     assert set(out["schedule"]["per_kernel"]) == {"appl_dive_damp_upda_vn_k4"}
 

@@ -31,11 +31,12 @@ def test_knobs_that_do_not_apply_to_a_kernel_kind_are_ignored_for_it(kind_irs, r
     s = Schedule(block=(32, 8), k_per_thread=4, k_unroll=3, h_per_thread=2, smem_tables=("*",))
     scan = check_kernel(kernel(representative_irs["solve_tridiagonal_matrix_for_w_forward_sweep"]),
                         representative_irs["solve_tridiagonal_matrix_for_w_forward_sweep"], s, "cuda")  # fmt: skip
-    assert (scan.kind, scan.block, scan.k_per_thread, scan.k_unroll, scan.h_per_thread) == ("scan", (32, 1), 1, 3, 2)
+    assert (scan.kind, scan.block, scan.k_per_thread, scan.k_unroll, scan.h_per_thread) == ("scan", (256, 1), 1, 3, 2)
     vmap = check_kernel(kernel(kind_irs["levels_only"]), kind_irs["levels_only"], s, "cuda")
-    assert (vmap.kind, vmap.block, vmap.k_per_thread, vmap.k_unroll, vmap.h_per_thread) == ("vmap", (32, 1), 4, 3, 1)
+    assert (vmap.kind, vmap.block, vmap.k_per_thread, vmap.k_unroll, vmap.h_per_thread) == ("vmap", (256, 1), 4, 3, 1)
     hmap = check_kernel(kernel(kind_irs["points_only"]), kind_irs["points_only"], s, "cuda")
-    assert (hmap.kind, hmap.block, hmap.k_per_thread, hmap.k_unroll, hmap.smem) == ("hmap", (32, 1), 1, 1, (("C2E", 3, 4),))
+    # no levels on y: the block's 256 threads all go along x
+    assert (hmap.kind, hmap.block, hmap.k_per_thread, hmap.k_unroll, hmap.smem) == ("hmap", (256, 1), 1, 1, (("C2E", 3, 4),))
     single = check_kernel(kernel(kind_irs["column_scan"]), kind_irs["column_scan"], s, "cuda")
     assert (single.kind, single.block, single.k_unroll) == ("single", (1, 1), 3)
     m = check_kernel(kernel(kind_irs["chained"]), kind_irs["chained"], s.replace(k_per_thread=1), "cuda")
