@@ -96,11 +96,14 @@ class KernelTimer:
         def launch(kernel: Any, grid: tuple, block: tuple, args: tuple) -> None:
             name = getattr(kernel, "name", None) or repr(kernel)
             start, end = cp.cuda.Event(), cp.cuda.Event()
+            # the stream the kernel goes to (CuPy's current one unless the runtime has its own):
+            # an event on another stream would not wait for the work queued before the kernel
+            stream = rt.stream if rt.stream is not None else cp.cuda.get_current_stream()
             if self._nvtx is not None:
                 self._nvtx.RangePush(name)
-            start.record(rt.stream)
+            start.record(stream)
             inner(rt, kernel, grid, block, args)
-            end.record(rt.stream)
+            end.record(stream)
             if self._nvtx is not None:
                 self._nvtx.RangePop()
             self.records.append((name, start, end))
