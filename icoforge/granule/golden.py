@@ -131,29 +131,9 @@ def check_inputs(golden: dict[str, Any], inputs: dict[str, Any]) -> list[str]:
 def compare_golden(
     results: list[dict[str, np.ndarray]], golden: dict[str, Any], backend: str, rtol: float
 ) -> verify.Comparison:
-    substeps = []
-    for (variant, fields), ref in zip(zip(verify.VERIFY_SEQUENCE, results), golden["substeps"]):
-        if ref["variant"] != variant:
-            raise ValueError(f"golden substep {ref['variant']!r}, expected {variant!r}")
-        diffs = []
-        for name in PROGNOSTIC_FIELDS:
-            x = np.asarray(fields[name], dtype=np.float64)
-            r = ref["fields"][name]
-            if list(x.shape) != r["shape"]:
-                raise ValueError(f"{name}: shape {x.shape}, golden {tuple(r['shape'])}")
-            if not np.isfinite(x).all():
-                diffs.append(verify.FieldDiff(name, math.inf, math.inf, False))
-                continue
-            scale = r["max_abs"] or 1.0
-            samples = x.reshape(-1)[np.asarray(r["sample_positions"], dtype=np.int64)]
-            sample_abs = float(np.max(np.abs(samples - np.asarray(r["samples"]))))
-            proj = _projections(name, x)
-            proj_rel = float(np.max(np.abs(proj - np.asarray(r["projections"])))) / (math.sqrt(x.size) * scale)
-            max_abs_rel = abs(float(np.max(np.abs(x))) - r["max_abs"]) / scale
-            rel = max(sample_abs / scale, proj_rel, max_abs_rel)
-            diffs.append(verify.FieldDiff(name, sample_abs, rel, True))
-        substeps.append((variant, diffs))
-    return verify.Comparison(backend=backend, reference=f"{golden['backend']} (recorded)", rtol=rtol, substeps=substeps)
+    """Results of the verification substeps against a recorded fingerprint: the results are
+    fingerprinted the same way (a NaN or Inf anywhere reaches the projections) and compared."""
+    return compare_fingerprints({"backend": backend, "inputs": golden["inputs"], "substeps": fingerprint(results)}, golden, rtol)
 
 
 def compare_fingerprints(test: dict[str, Any], ref: dict[str, Any], rtol: float) -> verify.Comparison:

@@ -350,6 +350,9 @@ def test_golden_fingerprint_detects_a_single_wrong_value(tmp_path):
         wrong[1][field][index] += 1e-5  # one value, in the second substep
         cmp = golden.compare_golden(wrong, data, "x", 1e-9)
         assert not cmp.passed and cmp.worst()[field] > 1e-9, (field, cmp.worst())
+    nan = [{k: v.copy() for k, v in r.items()} for r in results]
+    nan[2]["exner"][30, 1] = np.nan  # a point no sample hits still reaches the projections
+    assert golden.compare_golden(nan, data, "x", 1.0).worst()["exner"] == float("inf")
     assert golden.check_inputs(data, {"grid": "X", "levels": 4}) == []
     assert golden.check_inputs(data, {"grid": "X", "levels": 5}) == ["levels: recorded 4, now 5"]
 
