@@ -148,14 +148,18 @@ def compare_fingerprints(test: dict[str, Any], ref: dict[str, Any], rtol: float)
         diffs = []
         for name in PROGNOSTIC_FIELDS:
             tf, rf = t["fields"][name], r["fields"][name]
-            if tf["shape"] != rf["shape"] or tf["sample_positions"] != rf["sample_positions"]:
-                raise ValueError(f"{name}: fingerprints of different shapes or sample points")
+            if tf["shape"] != rf["shape"]:
+                raise ValueError(f"{name}: shape {tuple(tf['shape'])}, reference {tuple(rf['shape'])}")
             values = [np.asarray(tf[k], dtype=np.float64) for k in ("samples", "projections")] + [np.float64(tf["max_abs"])]
-            if not all(np.isfinite(v).all() for v in values):
+            if not all(np.isfinite(v).all() for v in values):  # (a NaN also moves the argmax sample)
                 diffs.append(verify.FieldDiff(name, math.inf, math.inf, False))
                 continue
+            # the random sample points agree (seeded by field and shape); the argmax/argmin points
+            # may differ between two results: compare the points both have
+            ref_at = dict(zip(rf["sample_positions"], rf["samples"]))
+            common = [(v, ref_at[p]) for p, v in zip(tf["sample_positions"], tf["samples"]) if p in ref_at]
             scale = rf["max_abs"] or 1.0
-            sample_abs = float(np.max(np.abs(values[0] - np.asarray(rf["samples"]))))
+            sample_abs = max(abs(v - w) for v, w in common)
             size = float(np.prod(rf["shape"]))
             proj_rel = float(np.max(np.abs(values[1] - np.asarray(rf["projections"])))) / (math.sqrt(size) * scale)
             max_abs_rel = abs(tf["max_abs"] - rf["max_abs"]) / scale

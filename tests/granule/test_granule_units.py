@@ -350,6 +350,9 @@ def test_golden_fingerprint_detects_a_single_wrong_value(tmp_path):
         wrong[1][field][index] += 1e-5  # one value, in the second substep
         cmp = golden.compare_golden(wrong, data, "x", 1e-9)
         assert not cmp.passed and cmp.worst()[field] > 1e-9, (field, cmp.worst())
+    peak = [{k: v.copy() for k, v in r.items()} for r in results]
+    peak[0]["rho"][5, 0] = 10.0  # a new maximum elsewhere: the argmax sample point moves
+    assert golden.compare_golden(peak, data, "x", 1e-9).worst()["rho"] > 1.0
     nan = [{k: v.copy() for k, v in r.items()} for r in results]
     nan[2]["exner"][30, 1] = np.nan  # a point no sample hits still reaches the projections
     assert golden.compare_golden(nan, data, "x", 1.0).worst()["exner"] == float("inf")
