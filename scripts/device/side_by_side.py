@@ -50,20 +50,13 @@ def log(*a) -> None:
     print(f"[{time.strftime('%H:%M:%S')} {os.getpid()}]", *a, flush=True)
 
 
-@contextlib.contextmanager
 def gpu_lock(path: str | None, what: str):
+    """Exclusive GPU for a measurement (icoforge.granule.gpulock); yields the seconds waited."""
     if not path:
-        yield 0.0
-        return
-    t0 = time.perf_counter()
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        waited = time.perf_counter() - t0
-        log(f"GPU lock taken after {waited:.0f} s: {what}")
-        try:
-            yield waited
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+        return contextlib.nullcontext(0.0)
+    from icoforge.granule.gpulock import GpuLock
+
+    return GpuLock(path, log).hold(f"side_by_side pid {os.getpid()}", what)
 
 
 @contextlib.contextmanager
@@ -136,14 +129,9 @@ def time_gpu(call, reps: int, sync) -> dict:
 
 
 def field_arg_bytes(info, args) -> int:
-    from icoforge.suite.inputs import is_field
+    from gpu_verify_and_bench import compulsory_bytes  # this script's sibling (same folder)
 
-    total = 0
-    for p in info.params:
-        v = args.get(p.name)
-        if v is not None and is_field(v):
-            total += v.ndarray.nbytes * (2 if (p.name in info.outputs and p.is_inout) else 1)
-    return total
+    return compulsory_bytes(info, args)
 
 
 def to_device(host: dict, allocator) -> dict:
