@@ -59,7 +59,7 @@ def test_diff_between_schedules(tiny_grid):
     assert page.stage == "diff" and page.lexer == "diff"
     assert "-extern \"C\" __global__ void __launch_bounds__(128)" in page.text
     assert "+extern \"C\" __global__ void __launch_bounds__(256)" in page.text
-    (same,) = explain("compute_divergence_of_fluxes_of_rho_and_theta", tiny_grid, "cuda", [], diff="128,1")
+    (same,) = explain("compute_divergence_of_fluxes_of_rho_and_theta", tiny_grid, "cuda", [], diff="32,4")  # the CUDA default
     assert same.text.startswith("(no difference")
     assert parse_diff_spec("k_per_thread=4;smem_tables=C2E") == ["k_per_thread=4", "smem_tables=C2E"]
     with pytest.raises(IcoforgeError):
