@@ -6,7 +6,9 @@
 #   run(carry=[".whl", ".devcache"], timeout_s=600, command="bash scripts/device/run_granule.sh")
 #
 # Budget knobs (environment): ALL_S (stop everything after this many seconds, default 530),
-# PEERS ("gtfn_gpu dace_gpu"), EXTRA (1: also R2B6/120 and REGIONAL/80 with icoforge-cuda).
+# PEERS ("gtfn_gpu dace_gpu"), EXTRA (1: also R2B6/120 and REGIONAL/80 with icoforge-cuda),
+# FACTORY (see below). On 2026-11-29 this whole script did not fit one call: the static fields
+# alone took ~8 min; see README.md ("What the 2026-11-29 session learned").
 # Results: $OUT/summary.txt (the short tables), $OUT/greenline-R2B6-80.md (merged side by side),
 # $OUT/all.tgz (every JSON report, log, roofline PNG/Markdown and the ncu CSV).
 
@@ -19,7 +21,9 @@ W=/tmp/work; mkdir -p $W
 LOCK=/tmp/gpu.lock; : > $LOCK
 T0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
-GL="python3 -m icoforge greenline --steps 5 --warmup 1 --profile-steps 1 --only-used-variants --gpu-lock $LOCK"
+# FACTORY: backend of icon4py's static-field factories, the same for every process (the fields'
+# cache key includes it). The default took ~8 min on R2B6/80 there (2026-11-29); try gtfn_gpu.
+GL="python3 -m icoforge greenline --steps 5 --warmup 1 --profile-steps 1 --only-used-variants --gpu-lock $LOCK --factory-backend ${FACTORY:-icoforge-cpu+roundtrip-passes}"
 
 stamp "grids"
 python3 -c "
