@@ -91,6 +91,7 @@ class _FakeEvent:
         import time
 
         self.t = time.perf_counter()
+        self.stream = stream
 
     def synchronize(self):
         pass
@@ -98,6 +99,11 @@ class _FakeEvent:
 
 class _FakeCuda:
     Event = _FakeEvent
+    current_stream = "current"  # what CuPy launches on when the runtime has no stream of its own
+
+    @staticmethod
+    def get_current_stream():
+        return _FakeCuda.current_stream
 
     @staticmethod
     def get_elapsed_time(start, end):
@@ -135,6 +141,8 @@ def test_kernel_timer_wraps_one_runtime():
     other.launch(_Kernel("q_k0"), (1, 1, 1), (128, 1, 1), ())  # another program: not timed
     stats = timer.per_kernel()
     assert set(stats) == {"p_k0", "p_k1"} and all(len(s.samples) == 3 for s in stats.values())
+    # events on the stream the kernels went to, so they wait for work queued there before them
+    assert {ev.stream for _, start, end in timer.records for ev in (start, end)} == {"current"}
     assert rt.launched == ["p_k0", "p_k1"] * 3  # the real launch still ran
     timer.detach()
     assert "launch" not in vars(rt)
