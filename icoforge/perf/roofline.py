@@ -97,6 +97,22 @@ def labels_for(points: list[Point], width: int = 16) -> tuple[str, list[str]]:
     return prefix, labels
 
 
+def draw_roofs(ax, bandwidth: float, peak_flops: float, x_lo: float, x_hi: float, bandwidth_label: str,
+               peak_label: str):  # fmt: skip
+    """Log axes, the bandwidth and FP64 roofs with their labels; returns the bandwidth label (its
+    rotation is set once the axes limits are final)."""
+    ridge = peak_flops / bandwidth
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.plot([x_lo, ridge], [bandwidth * x_lo, peak_flops], color="tab:blue", lw=2)
+    ax.plot([ridge, x_hi], [peak_flops, peak_flops], color="tab:red", lw=2)
+    bw_text = ax.text(x_lo * 2, bandwidth * x_lo * 2 / 3, f"{bandwidth_label}: {bandwidth / 1e9:.1f} GB/s",
+                      color="tab:blue", fontsize=8, rotation_mode="anchor", va="top")  # fmt: skip
+    ax.text(x_hi / 1.2, peak_flops * 1.25, f"{peak_label}: {peak_flops / 1e9:.0f} GFLOP/s", color="tab:red",
+            fontsize=8, ha="right")  # fmt: skip
+    return bw_text
+
+
 def plot_roofline(
     points: list[Point], bandwidth: float, peak_flops: float, out: str | os.PathLike, title: str = "",
     bandwidth_label: str = "measured copy bandwidth", peak_label: str = "FP64 peak",
@@ -127,14 +143,7 @@ def plot_roofline(
     y_hi = peak_flops * 4
 
     fig, ax = plt.subplots(figsize=(9, 6), dpi=120)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.plot([x_lo, ridge], [bandwidth * x_lo, peak_flops], color="tab:blue", lw=2)
-    ax.plot([ridge, x_hi], [peak_flops, peak_flops], color="tab:red", lw=2)
-    bw_text = ax.text(x_lo * 2, bandwidth * x_lo * 2 / 3, f"{bandwidth_label}: {bandwidth / 1e9:.1f} GB/s",
-                      color="tab:blue", fontsize=8, rotation_mode="anchor", va="top")  # fmt: skip
-    ax.text(x_hi / 1.2, peak_flops * 1.25, f"{peak_label}: {peak_flops / 1e9:.0f} GFLOP/s", color="tab:red",
-            fontsize=8, ha="right")  # fmt: skip
+    bw_text = draw_roofs(ax, bandwidth, peak_flops, x_lo, x_hi, bandwidth_label, peak_label)
     for i, (p, x, y, lab) in enumerate(zip(timed, xs, ys, labels)):
         hollow = p.ai <= 0
         style = dict(marker="s" if p.kind == "program" else "o", ms=7 if p.kind == "program" else 5)

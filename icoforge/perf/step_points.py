@@ -195,14 +195,7 @@ def plot_step_roofline(
     cmap = plt.get_cmap("tab20")
     color = {p: cmap(n % 20) for n, p in enumerate(programs)}
     fig, ax = plt.subplots(figsize=(11, 6.5), dpi=120)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.plot([x_lo, ridge], [bandwidth * x_lo, peak_flops], color="tab:blue", lw=2)
-    ax.plot([ridge, x_hi], [peak_flops, peak_flops], color="tab:red", lw=2)
-    bw_text = ax.text(x_lo * 2, bandwidth * x_lo * 2 / 3, f"measured copy bandwidth: {bandwidth / 1e9:.1f} GB/s",
-                      color="tab:blue", fontsize=8, rotation_mode="anchor", va="top")  # fmt: skip
-    ax.text(x_hi / 1.2, peak_flops * 1.25, f"FP64 peak: {peak_flops / 1e9:.0f} GFLOP/s", color="tab:red",
-            fontsize=8, ha="right")  # fmt: skip
+    bw_text = roofline.draw_roofs(ax, bandwidth, peak_flops, x_lo, x_hi, "measured copy bandwidth", "FP64 peak")
     labels = []
     seen: set[str] = set()
     for n, (i, x, y) in enumerate(zip(drawn, xs, ys)):
