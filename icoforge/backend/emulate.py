@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from icoforge.backend import ir
 from icoforge.backend.build import build_cpu_module
 from icoforge.backend.gpu import GPUArtifact, Runtime
 from icoforge.errors import IcoforgeError
@@ -99,7 +100,9 @@ def load_emulated(art: GPUArtifact):
     launch = namespace["launch"]
     rt = EmulatedRuntime(art.program_name)
 
-    def program(*args: Any, offset_provider: dict) -> None:
-        launch(args, offset_provider, kernels, rt)
+    def program(*args: Any, offset_provider: dict, out: Any = None) -> None:
+        if out is not None:
+            args = (*args, out)
+        launch(ir.flat_call_args(args, art.tuple_params, art.program_name), offset_provider, kernels, rt)
 
     return program

@@ -120,6 +120,7 @@ class GPUArtifact:
     options: tuple[str, ...]
     timings: tuple[tuple[str, float], ...] = ()
     program_ir: ir.ProgramIR | None = dataclasses.field(default=None, compare=False, repr=False)  # for perf models
+    tuple_params: tuple[tuple[int, int], ...] = ()  # ir.ProgramIR.tuple_params
 
     def load(self) -> stages.ExecutableProgram:
         import cupy as cp
@@ -135,6 +136,7 @@ class GPUArtifact:
         def program(*args: Any, offset_provider: common.OffsetProvider, out: Any = None, **kwargs: Any) -> None:
             if out is not None:
                 args = (*args, out)
+            args = ir.flat_call_args(args, self.tuple_params, self.program_name)
             launch(args, offset_provider, kernels, rt)
 
         program.icoforge_artifact = self  # type: ignore[attr-defined]
@@ -175,6 +177,7 @@ def gpu_artifact(program: ir.ProgramIR, vendor: str, schedule: ProgramSchedule, 
         options=nvrtc_options(vendor),
         timings=tuple(timings),
         program_ir=program,
+        tuple_params=program.tuple_params,
     )
 
 

@@ -455,6 +455,9 @@ class ProgramIR:
     # a connectivity whose row count gives each horizontal dimension's size at run time (for
     # bounds checks of neighbour accesses); any offset-provider entry will do, used or not
     dim_size_tables: tuple[tuple[str, str], ...] = ()
+    # (position among GT4Py's arguments, element count) of each tuple-of-fields argument; its
+    # elements are consecutive entries of `params` (see `flat_call_args`)
+    tuple_params: tuple[tuple[int, int], ...] = ()
 
     def kernels(self) -> list[Kernel]:
         out: list[Kernel] = []
@@ -503,6 +506,24 @@ class ProgramIR:
 
         visit(self.steps, "")
         return "\n".join(lines)
+
+
+def flat_call_args(args: tuple, tuple_params: tuple[tuple[int, int], ...], program: str) -> tuple:
+    """GT4Py's call arguments in `ProgramIR.params` order: each tuple-of-fields argument unpacked."""
+    if not tuple_params:
+        return args
+    sizes = dict(tuple_params)
+    flat: list = []
+    for position, a in enumerate(args):
+        n = sizes.get(position)
+        if n is None:
+            flat.append(a)
+            continue
+        if not isinstance(a, tuple) or len(a) != n:
+            got = f"a tuple of {len(a)}" if isinstance(a, tuple) else type(a).__name__
+            raise ValueError(f"{program}: argument {position + 1} must be a tuple of {n} fields, got {got}")
+        flat.extend(a)
+    return tuple(flat)
 
 
 def replace(obj, **changes):

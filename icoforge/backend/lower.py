@@ -342,6 +342,13 @@ class StencilLowering:
     def builtin(self, name: str, node: itir.FunCall, env: dict) -> Value:
         if name == "if_":
             return self.if_(node, env)
+        if name == "get_domain_range":  # (start, stop) of a field argument along an axis: host only
+            field, axis = node.args
+            fa = self.program.field_named_by(field)
+            if fa is None or not isinstance(axis, itir.AxisLiteral) or axis.value not in fa.dims:
+                raise self.fail(f"get_domain_range({field}, {axis})")
+            pos = fa.dims.index(axis.value)
+            return TupleV(tuple(ir.FieldBound(fa.name, axis.value, pos, stop) for stop in (False, True)))
         args = [self.eval(a, env) for a in node.args]
         if name == "deref":
             return self.deref(args[0])
@@ -352,13 +359,6 @@ class StencilLowering:
             return all_of(it.valid)
         if name == "make_tuple":
             return TupleV(tuple(args))
-        if name == "get_domain_range":  # (start, stop) of a field argument along an axis: host only
-            field, axis = node.args
-            fa = self.program.fields.get(str(getattr(field, "id", "")))
-            if fa is None or not isinstance(axis, itir.AxisLiteral) or axis.value not in fa.dims:
-                raise self.fail(f"get_domain_range({field}, {axis})")
-            pos = fa.dims.index(axis.value)
-            return TupleV(tuple(ir.FieldBound(fa.name, axis.value, pos, stop) for stop in (False, True)))
         if name == "tuple_get":
             idx, tup = args
             if not isinstance(tup, TupleV) or not isinstance(idx, ir.Const):
@@ -471,10 +471,14 @@ class ProgramLowering:
         self.scalars: dict[str, ir.Param] = {}
         self.params: list = []
         self.tables: dict[str, ir.TableInfo] = {}
+        # a tuple-of-fields parameter (a field operator's `out=(a, b, c)`): its element fields are
+        # parameters of their own; (position among GT4Py's parameters, element count) for the call
+        self.tuple_fields: dict[str, tuple[FieldArg, ...]] = {}
+        self.tuple_params: list[tuple[int, int]] = []
         self.kernel_count = itertools.count()
         self.short_name = _short_program_name(self.name)
-        for sym, t in zip(program.params, arg_types, strict=True):
-            self._add_param(str(sym.id), t)
+        for position, (sym, t) in enumerate(zip(program.params, arg_types, strict=True)):
+            self._add_param(str(sym.id), t, position)
         for conn in offset_provider_type.values():
             if isinstance(conn, common.NeighborConnectivityType):
                 for d in (*conn.domain, conn.codomain):
@@ -500,8 +504,18 @@ class ProgramLowering:
                 return conn.max_neighbors
         raise UnsupportedConstructError(f"program {self.name!r}: no connectivity defines local dimension {dim!r}")
 
-    def _add_param(self, name: str, t: ts.TypeSpec) -> None:
-        if isinstance(t, ts.FieldType):
+    def _add_param(self, name: str, t: ts.TypeSpec, position: int) -> None:
+        if isinstance(t, ts.TupleType) and t.types and all(isinstance(e, ts.FieldType) for e in t.types):
+            items = []
+            for i, element in enumerate(t.types):
+                sub = f"{name}__{i}"
+                if sub in self.fields or sub in self.scalars:
+                    raise UnsupportedConstructError(f"program {self.name!r}: tuple element name {sub!r} is taken")
+                self._add_param(sub, element, position)
+                items.append(self.fields[sub])
+            self.tuple_fields[name] = tuple(items)
+            self.tuple_params.append((position, len(items)))
+        elif isinstance(t, ts.FieldType):
             for d in t.dims:
                 self._note_dim(d)
             dims = tuple(d.value for d in t.dims)
@@ -514,7 +528,7 @@ class ProgramLowering:
             self.params.append(p)
         else:
             raise UnsupportedConstructError(
-                f"program {self.name!r}: parameter {name!r} of type {t} (tuples of fields are not supported yet)"
+                f"program {self.name!r}: parameter {name!r} of type {t} (nested tuples and tuples of scalars are not supported yet)"
             )
 
     def offset_type(self, tag: str):
@@ -597,6 +611,7 @@ class ProgramLowering:
             steps=steps,
             dim_kinds=tuple(self.dims.items()),
             dim_size_tables=self._dim_size_tables(),
+            tuple_params=tuple(self.tuple_params),
         )
 
     def _dim_size_tables(self) -> tuple[tuple[str, str], ...]:
@@ -618,7 +633,19 @@ class ProgramLowering:
                 raise UnsupportedConstructError(f"program {self.name!r}: statement {type(s).__name__}")
         return tuple(out)
 
+    def field_named_by(self, node: itir.Expr) -> FieldArg | None:
+        """The field argument `node` names: a parameter, a temporary or a tuple parameter's element."""
+        if isinstance(node, itir.SymRef):
+            return self.fields.get(str(node.id))
+        if isinstance(node, itir.FunCall) and getattr(node.fun, "id", None) == "tuple_get":
+            idx, tup = node.args
+            if isinstance(tup, itir.SymRef) and str(tup.id) in self.tuple_fields and isinstance(idx, itir.Literal):
+                return self.tuple_fields[str(tup.id)][int(idx.value)]
+        return None
+
     def _targets(self, node: itir.Expr) -> list[FieldArg]:
+        if isinstance(node, itir.SymRef) and str(node.id) in self.tuple_fields:
+            return list(self.tuple_fields[str(node.id)])
         if isinstance(node, itir.SymRef):
             return [self.fields[str(node.id)]]
         if isinstance(node, itir.FunCall) and getattr(node.fun, "id", None) == "make_tuple":
@@ -627,9 +654,13 @@ class ProgramLowering:
             idx, tup = node.args
             if isinstance(tup, itir.FunCall) and getattr(tup.fun, "id", None) == "make_tuple":
                 return self._targets(tup.args[int(idx.value)])
+            if isinstance(tup, itir.SymRef) and str(tup.id) in self.tuple_fields:
+                return [self.tuple_fields[str(tup.id)][int(idx.value)]]
         raise UnsupportedConstructError(f"program {self.name!r}: assignment target {node}")
 
     def arg_value(self, node: itir.Expr, sl: StencilLowering) -> ArgValue:
+        if isinstance(node, itir.SymRef) and str(node.id) in self.tuple_fields:
+            return TupleArg(tuple(self.tuple_fields[str(node.id)]))
         if isinstance(node, itir.SymRef) and str(node.id) in self.fields:
             return self.fields[str(node.id)]
         if isinstance(node, itir.FunCall) and getattr(node.fun, "id", None) == "make_tuple":

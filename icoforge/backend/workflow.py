@@ -134,6 +134,7 @@ class CPUArtifact:
     program_name: str
     timings: tuple[tuple[str, float], ...] = ()
     program_ir: ir.ProgramIR | None = dataclasses.field(default=None, compare=False, repr=False)  # for perf models
+    tuple_params: tuple[tuple[int, int], ...] = ()  # ir.ProgramIR.tuple_params
 
     def load(self) -> stages.ExecutableProgram:
         loader = importlib.machinery.ExtensionFileLoader(self.module_name, self.module_path)
@@ -146,6 +147,7 @@ class CPUArtifact:
         def program(*args: Any, offset_provider: common.OffsetProvider, out: Any = None, **kwargs: Any) -> None:
             if out is not None:
                 args = (*args, out)
+            args = ir.flat_call_args(args, self.tuple_params, self.program_name)
             if kwargs:
                 raise IcoforgeError(f"{self.program_name}: unexpected keyword arguments {sorted(kwargs)}")
             run(*args, offset_provider)
@@ -176,4 +178,5 @@ class CPUExecutor:
             tr.program.name,
             (("translate", t1 - t0), ("translation_cache_hit", float(hit)), ("build", build_s)),
             tr.program,
+            tr.program.tuple_params,
         )

@@ -247,19 +247,28 @@ class Granule:
             self.result.step_ms[variant] = samples
         progress(f"{self.name}: timing", total, total)
 
+    def timed_dycore_steps(self, n: int, on_step: Callable[[int], None] | None = None) -> float:
+        """Run `n` dycore steps of SUBSTEP_MIX; seconds spent in the substeps, each substep between
+        device synchronisations (so host work between substeps is not counted)."""
+        total_s = 0.0
+        for i in range(n):
+            if on_step is not None:
+                on_step(i)
+            for variant in SUBSTEP_MIX:
+                self.sync()
+                t0 = time.perf_counter()
+                self.step(variant)
+                self.sync()
+                total_s += time.perf_counter() - t0
+        return total_s
+
     def profile(self, rounds: int, progress: Progress = _no_progress) -> None:
         """Per-program times over `rounds` dycore steps of SUBSTEP_MIX."""
         profiler = instrument.Profiler(self.solver, self.sync)
-        total_s = 0.0
         with profiler:
-            for r in range(rounds):
-                progress(f"{self.name}: per-program profile", r, rounds)
-                for variant in SUBSTEP_MIX:
-                    self.sync()
-                    t0 = time.perf_counter()
-                    self.step(variant)
-                    self.sync()
-                    total_s += time.perf_counter() - t0
+            total_s = self.timed_dycore_steps(
+                rounds, on_step=lambda r: progress(f"{self.name}: per-program profile", r, rounds)
+            )
         progress(f"{self.name}: per-program profile", rounds, rounds)
         step_ms = total_s * 1e3 / rounds
         kernels = profiler.kernels()

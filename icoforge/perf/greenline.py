@@ -331,7 +331,7 @@ def measure_greenline(
     from icoforge.granule.fields import build_static_fields
     from icoforge.granule.gpulock import GpuLock
     from icoforge.granule.greenline import DEFAULT_FACTORY_BACKEND
-    from icoforge.granule.runner import SUBSTEP_MIX, Granule
+    from icoforge.granule.runner import Granule
     from icoforge.granule.state import initial_state
     from icoforge.grids import load_grid
     from icoforge.perf.measure import cpu_description, gpu_description
@@ -356,17 +356,7 @@ def measure_greenline(
     granule = Granule(backend, g_cpu, static, state, only_used_variants=True)
     granule.setup(lambda what, done, total: status(f"{what} {done}/{total}" if total else what))
 
-    def dycore_steps(n: int) -> float:
-        total = 0.0
-        for _ in range(n):
-            for variant in SUBSTEP_MIX:
-                granule.sync()
-                t0 = time.perf_counter()
-                granule.step(variant)
-                granule.sync()
-                total += time.perf_counter() - t0
-        return total
-
+    dycore_steps = granule.timed_dycore_steps
     with _holding(lock, "greenline roofline: warm-up, instrumented steps, kernel timing", backend):
         status("warm-up dycore step")
         dycore_steps(1)

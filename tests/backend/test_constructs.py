@@ -9,7 +9,7 @@ from __future__ import annotations
 import gt4py.next as gtx
 import numpy as np
 import pytest
-from gt4py.next import abs, astype, broadcast, exp, max_over, neighbor_sum, sqrt, where  # noqa: A004
+from gt4py.next import abs, astype, broadcast, cos, exp, max_over, neighbor_sum, sin, sqrt, where  # noqa: A004
 from gt4py.next.experimental import concat_where
 from icon4py.model.common import dimension as dims
 from icon4py.model.common.dimension import C2E, V2E
@@ -113,6 +113,23 @@ def _scaled(a: gtx.Field[[EdgeDim, KDim], f64], flag: bool, s: f64) -> gtx.Field
 @gtx.program
 def host_if(a: gtx.Field[[EdgeDim, KDim], f64], out: gtx.Field[[EdgeDim, KDim], f64], flag: bool, s: f64):
     _scaled(a, flag, s, out=out)
+
+
+@gtx.field_operator
+def _to_cartesian(
+    lat: gtx.Field[[EdgeDim], f64], lon: gtx.Field[[EdgeDim], f64], h: gtx.Field[[EdgeDim, KDim], f64]
+) -> tuple[gtx.Field[[EdgeDim], f64], gtx.Field[[EdgeDim], f64], gtx.Field[[EdgeDim, KDim], f64]]:
+    # called directly with out=(x, y, z), as icon4py's geometry calls geographical_to_cartesian_*:
+    # GT4Py then hands the backend one tuple-of-fields parameter
+    return cos(lat) * cos(lon), cos(lat) * sin(lon), h * sin(lat)
+
+
+@gtx.program
+def to_cartesian(
+    lat: gtx.Field[[EdgeDim], f64], lon: gtx.Field[[EdgeDim], f64], h: gtx.Field[[EdgeDim, KDim], f64],
+    out: tuple[gtx.Field[[EdgeDim], f64], gtx.Field[[EdgeDim], f64], gtx.Field[[EdgeDim, KDim], f64]],
+):  # fmt: skip
+    _to_cartesian(lat, lon, h, out=out)
 
 
 # --- harness ------------------------------------------------------------------------------------
@@ -251,6 +268,59 @@ def test_host_side_scalar_expression(tiny_grid, flag):
     )  # fmt: skip
     for ours, ref in pairs:
         assert_same(ours, ref)
+
+
+def test_field_operator_writing_a_tuple_of_fields(tiny_grid):
+    g, nk = tiny_grid, 10
+    results = []
+    for backend in (ICOFORGE, None):
+        r = np.random.default_rng(99)
+        lat, lon = (_field([EdgeDim], (g.num_edges,), r) for _ in range(2))
+        h = _field([EdgeDim, KDim], (g.num_edges, nk), r)
+        out = (_poisoned([EdgeDim], (g.num_edges,)), _poisoned([EdgeDim], (g.num_edges,)), _poisoned([EdgeDim, KDim], (g.num_edges, nk)))
+        _to_cartesian.with_backend(backend)(lat, lon, h, out=out, offset_provider=g.connectivities)
+        results.append([o.asnumpy().copy() for o in out])
+    for ours, ref in zip(*results):
+        assert_same(ours, ref)
+        assert not np.isnan(ours).any()
+
+
+@pytest.mark.parametrize("vendor", ["cuda", "hip"])
+def test_tuple_of_fields_through_the_gpu_host_plan(tiny_grid, vendor):
+    """A program with a tuple-of-fields parameter; the CUDA/HIP host plan unpacks the tuple too
+    (kernels run by CPU emulation)."""
+    from icoforge.backend.emulate import load_emulated
+    from icoforge.backend.gpu import gpu_artifact
+    from icoforge.backend.precompile import program_ir
+    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+
+    g, nk = tiny_grid, 10
+    r = np.random.default_rng(5)
+    lat, lon = (_field([EdgeDim], (g.num_edges,), r) for _ in range(2))
+    h = _field([EdgeDim, KDim], (g.num_edges, nk), r)
+
+    def poisoned():
+        return (_poisoned([EdgeDim], (g.num_edges,)), _poisoned([EdgeDim], (g.num_edges,)), _poisoned([EdgeDim, KDim], (g.num_edges, nk)))
+
+    ref, ours_cpu, ours_gpu = poisoned(), poisoned(), poisoned()
+    to_cartesian.with_backend(None)(lat, lon, h, ref, offset_provider=g.connectivities)
+    to_cartesian.with_backend(ICOFORGE)(lat, lon, h, ours_cpu, offset_provider=g.connectivities)
+    program = program_ir(to_cartesian, g.connectivities)
+    assert program.tuple_params == ((3, 3),)
+    art = gpu_artifact(program, vendor, ProgramSchedule(VENDOR_DEFAULTS[vendor]))
+    load_emulated(art)(lat, lon, h, ours_gpu, offset_provider=g.connectivities)
+    for cpu, gpu, expected in zip(ours_cpu, ours_gpu, ref):
+        for ours in (cpu, gpu):
+            assert_same(ours.asnumpy(), expected.asnumpy())
+            assert not np.isnan(ours.asnumpy()).any()
+
+
+def test_tuple_argument_of_the_wrong_length_is_refused():
+    from icoforge.backend.ir import flat_call_args
+
+    assert flat_call_args((1, (2, 3), 4), ((1, 2),), "p") == (1, 2, 3, 4)
+    with pytest.raises(ValueError, match="argument 2 must be a tuple of 3 fields, got a tuple of 2"):
+        flat_call_args((1, (2, 3)), ((1, 3),), "p")
 
 
 def test_field_of_the_wrong_shape_is_refused(tiny_grid):
