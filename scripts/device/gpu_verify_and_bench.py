@@ -130,7 +130,7 @@ def bench(names, grid_name: str, levels: int, reps: int) -> list[dict]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
-    ap.add_argument("--programs", default="")
+    ap.add_argument("--programs", default="", help="comma list or @file (a name a line); default: all")
     ap.add_argument("--gtfn-for", default="all", help="programs also checked icoforge-cpu vs gtfn_cpu: all | none | a,b")
     ap.add_argument("--skip-verify", action="store_true")
     ap.add_argument("--reps", type=int, default=50)
@@ -151,7 +151,10 @@ def main() -> int:
     from icoforge.grids import load_grid
     from icoforge.suite.catalogue import program_names
 
-    names = [n for n in opts.programs.split(",") if n] or list(program_names())
+    if opts.programs.startswith("@"):  # a file: one name a line, in the order to submit them
+        names = [ln.strip() for ln in open(opts.programs[1:]) if ln.strip() and not ln.startswith("#")]
+    else:
+        names = [n for n in opts.programs.split(",") if n] or list(program_names())
     for grid_name in ("R2B4", "R2B6"):  # generate once, before the workers start
         load_grid(grid_name, levels=80, show_progress=False)
 

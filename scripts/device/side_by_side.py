@@ -193,20 +193,29 @@ def run_peer(backend: str, program: str, levels: int, grid_name: str, reps: int,
 
 
 def sweep_schedules(levels: int, full: bool) -> dict:
-    """id -> ProgramSchedule: each knob alone (full list), then pairs that looked promising."""
-    from icoforge.backend.schedule import ProgramSchedule, Schedule
+    """id -> ProgramSchedule: each knob alone on top of the CUDA vendor default (full list), then
+    pairs that looked promising. "block128x1" is the default before 2026-11-29 (session 2)."""
+    import dataclasses
 
-    S = Schedule
+    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+
+    base = VENDOR_DEFAULTS["cuda"]
+
+    def S(**knobs):
+        return dataclasses.replace(base, **knobs)
+
     alone = {
-        "default": S(),
+        "default": base,
+        "block128x1": S(block=(128, 1)),
         "block64": S(block=(64, 1)),
         "block256": S(block=(256, 1)),
         "block512": S(block=(512, 1)),
         "block1024": S(block=(1024, 1)),
-        "block32x4": S(block=(32, 4)),
+        "block32x2": S(block=(32, 2)),
         "block64x4": S(block=(64, 4)),
         "block128x2": S(block=(128, 2)),
         "block32x8": S(block=(32, 8)),
+        "block64x8": S(block=(64, 8)),
         "kpt2": S(k_per_thread=2),
         "kpt4": S(k_per_thread=4),
         "kpt8": S(k_per_thread=8),
@@ -224,20 +233,21 @@ def sweep_schedules(levels: int, full: bool) -> dict:
     pairs = {
         "kpt2_unroll2": S(k_per_thread=2, k_unroll=2),
         "kpt4_unroll4": S(k_per_thread=4, k_unroll=4),
-        "block256_kpt2": S(block=(256, 1), k_per_thread=2),
-        "block256_idx32": S(block=(256, 1), index_bits=32),
         "kpt2_idx32": S(k_per_thread=2, index_bits=32),
         "kpt4_idx32": S(k_per_thread=4, index_bits=32),
         "hpt2_kpt2": S(h_per_thread=2, k_per_thread=2),
         "smem_idx32": S(smem_tables=("*",), index_bits=32),
         "smem_kpt2": S(smem_tables=("*",), k_per_thread=2),
+        "block32x8_idx32": S(block=(32, 8), index_bits=32),
+        "block32x8_kpt2": S(block=(32, 8), k_per_thread=2),
         "block64x4_kpt2": S(block=(64, 4), k_per_thread=2),
+        "block128x1_kpt4_idx32": S(block=(128, 1), k_per_thread=4, index_bits=32),  # session 2's best predictor
         "idx32_unroll2": S(index_bits=32, k_unroll=2),
     }
     chosen = {**alone, **pairs}
     if not full:  # the second level count: the knobs that matter most, to see how they scale
-        keep = ("default", "block64", "block256", "block32x4", "kpt2", "kpt4", "unroll2", "hpt2", "smem",
-                "idx32", "maxreg64", "kpt2_idx32", "block256_idx32", "smem_idx32")  # fmt: skip
+        keep = ("default", "block128x1", "block256", "block32x8", "kpt2", "kpt4", "unroll2", "hpt2", "smem",
+                "idx32", "maxreg64", "kpt4_idx32", "block32x8_idx32", "block128x1_kpt4_idx32")  # fmt: skip
         chosen = {k: chosen[k] for k in keep}
     return {k: ProgramSchedule(default=s) for k, s in chosen.items()}
 
