@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import multiprocessing
 import time
 from typing import Any, Iterable
@@ -57,3 +58,42 @@ def warm_passes(names: Iterable[str], grid: str, levels: int, jobs: int, progres
             if progress is not None:
                 progress(results[-1])
     return sorted(results)
+
+
+# --- passes only: warm the cache of any GT4Py application -------------------------------------
+
+
+def _noop(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class PassesOnlyArtifact:
+    """What `PassesOnlyExecutor` returns: loads as a program that does nothing."""
+
+    program_name: str
+
+    def load(self) -> Any:
+        return _noop
+
+
+@dataclasses.dataclass(frozen=True)
+class PassesOnlyExecutor:
+    """Runs GT4Py's passes into icoforge's cache and compiles nothing: an application built with
+    `passes_only_backend()` "compiles" every program it would compile, and its calls do nothing.
+    For filling a cache on one machine that another machine (the GPU host) then reads."""
+
+    def __call__(self, inp: definitions.CompilableProgramDef) -> PassesOnlyArtifact:
+        workflow.cached_passes(inp)
+        return PassesOnlyArtifact(str(getattr(inp.data, "id", "?")))
+
+
+def passes_only_backend() -> gt_backend.Backend:
+    from gt4py.next import custom_layout_allocators as allocators
+
+    return gt_backend.Backend(
+        name="icoforge_passes_only",
+        executor=PassesOnlyExecutor(),
+        allocator=allocators.StandardCPUFieldBufferAllocator(),
+        transforms=gt_backend.DEFAULT_TRANSFORMS,
+    )

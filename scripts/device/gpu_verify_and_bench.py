@@ -130,7 +130,7 @@ def bench(names, grid_name: str, levels: int, reps: int) -> list[dict]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
-    ap.add_argument("--programs", default="", help="comma list or @file (a name a line); default: all")
+    ap.add_argument("--programs", default="", help="comma list or @file (names by commas or lines, in submission order); default: all")
     ap.add_argument("--gtfn-for", default="all", help="programs also checked icoforge-cpu vs gtfn_cpu: all | none | a,b")
     ap.add_argument("--skip-verify", action="store_true")
     ap.add_argument("--reps", type=int, default=50)
@@ -141,20 +141,18 @@ def main() -> int:
         "static scalars too, so GT4Py's passes can be precomputed elsewhere and carried (.devcache)",
     )  # fmt: skip
     opts = ap.parse_args()
-    for key in ("programs", "gtfn_for"):  # "@file": comma-separated names in a file
+    for key in ("programs", "gtfn_for"):  # "@file": names separated by commas or lines; "#" comment lines
         v = getattr(opts, key)
         if v.startswith("@"):
-            setattr(opts, key, pathlib.Path(v[1:]).read_text().strip())
+            lines = [ln for ln in pathlib.Path(v[1:]).read_text().splitlines() if not ln.lstrip().startswith("#")]
+            setattr(opts, key, ",".join(n.strip() for ln in lines for n in ln.split(",") if n.strip()))
     out = pathlib.Path(os.environ.get("OUT", "device-out"))
     out.mkdir(parents=True, exist_ok=True)
 
     from icoforge.grids import load_grid
     from icoforge.suite.catalogue import program_names
 
-    if opts.programs.startswith("@"):  # a file: one name a line, in the order to submit them
-        names = [ln.strip() for ln in open(opts.programs[1:]) if ln.strip() and not ln.startswith("#")]
-    else:
-        names = [n for n in opts.programs.split(",") if n] or list(program_names())
+    names = [n for n in opts.programs.split(",") if n] or list(program_names())
     for grid_name in ("R2B4", "R2B6"):  # generate once, before the workers start
         load_grid(grid_name, levels=80, show_progress=False)
 

@@ -171,15 +171,17 @@ def run_peer(backend: str, program: str, levels: int, grid_name: str, reps: int,
         row["compile_s"] = round(compile_s, 1)
         log(f"compiled {program} L{levels} for {backend} in {compile_s:.0f} s")
         _, backend_obj = resolve_backend(backend)
+        # the slot is held until the inputs are freed: at most `slots` peers hold GBs of host
+        # inputs while they wait for the GPU (sixteen at once ran the host out of memory)
         with generation_slot():
             host = make_inputs(info, grid.host, seed=7)  # same seed: the same values again
-        with gpu_lock(lock, f"peer {backend} {program} L{levels}") as waited:
-            row["lock_wait_s"] = round(waited, 1)
-            args = to_device(host, allocator_for(backend_obj))
-            row["field_arg_GB"] = field_arg_bytes(info, args) / 1e9
-            row.update(time_gpu(lambda: call(args), reps, cp.cuda.runtime.deviceSynchronize))
-            del args
-            free_gpu()
+            with gpu_lock(lock, f"peer {backend} {program} L{levels}") as waited:
+                row["lock_wait_s"] = round(waited, 1)
+                args = to_device(host, allocator_for(backend_obj))
+                row["field_arg_GB"] = field_arg_bytes(info, args) / 1e9
+                row.update(time_gpu(lambda: call(args), reps, cp.cuda.runtime.deviceSynchronize))
+                del args, host
+                free_gpu()
         row["status"] = "OK"
     except Exception as e:
         row.update(status="ERROR", detail=f"{type(e).__name__}: {e}"[-1500:], trace=traceback.format_exc()[-3000:])
@@ -352,19 +354,21 @@ def run_sweep(programs: list[str], levels_list: list[int], grid_name: str, reps:
                             args[o].ndarray[...] = np.nan
                     fn(*pos, offset_provider=grid.connectivities)
                     cp.cuda.runtime.deviceSynchronize()
-                    got = {o: args[o].ndarray.get() for o in outs}
+                    # compared on the device: copying GBs of outputs to the host took seconds a row
+                    got = {o: args[o].ndarray.copy() for o in outs}
                     if reference is None:
                         reference = got  # the default schedule runs first
                         row["identical"] = True
                     else:
-                        same = all(np.array_equal(got[o], reference[o], equal_nan=True) for o in outs)
+                        same = all(bool(cp.array_equal(got[o], reference[o], equal_nan=True)) for o in outs)
                         rel = max(
-                            float(np.nanmax(np.abs(got[o] - reference[o])) / max(np.nanmax(np.abs(reference[o])), 1e-300))
-                            if np.isfinite(reference[o]).any() else 0.0
+                            float(cp.nanmax(cp.abs(got[o] - reference[o])) / max(float(cp.nanmax(cp.abs(reference[o]))), 1e-300))
+                            if bool(cp.isfinite(reference[o]).any()) else 0.0
                             for o in outs
                         )  # fmt: skip
-                        nan_mismatch = any((np.isnan(got[o]) != np.isnan(reference[o])).any() for o in outs)
+                        nan_mismatch = any(bool((cp.isnan(got[o]) != cp.isnan(reference[o])).any()) for o in outs)
                         row.update(identical=bool(same), max_rel_diff=rel, nan_mismatch=bool(nan_mismatch))
+                        del got
                     row.update(time_gpu(lambda: fn(*pos, offset_provider=grid.connectivities), reps,
                                         cp.cuda.runtime.deviceSynchronize))  # fmt: skip
                     row["kernels"] = {
@@ -377,7 +381,7 @@ def run_sweep(programs: list[str], levels_list: list[int], grid_name: str, reps:
                 row["copy_TBs"] = copy_tbs
                 append("sweep.jsonl", row)
             log(f"sweep {name} L{levels}: {len(fns)} schedules timed")
-            del args, fns, pristine
+            del args, fns, pristine, reference
             free_gpu()
     return 0
 
