@@ -35,6 +35,7 @@ import concurrent.futures as cf
 import contextlib
 import dataclasses
 import os
+import statistics
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -433,10 +434,12 @@ def _gpu_kernel_launches(granule: Any, calls: list[Call], steps: int, dycore_ste
         wall[c.program] = max(wall.get(c.program, 0.0), c.seconds)
     primers: dict[str, Callable[[], None]] = {}
 
+    def spin_seconds(program: str) -> float:
+        return min(max(3 * wall.get(program, 0.0), 2e-3), 0.05)
+
     def prime(program: str) -> None:
-        seconds = min(max(3 * wall.get(program, 0.0), 2e-3), 0.05)
         if program not in primers:
-            primers[program] = timing.queue_primer(cp, seconds)
+            primers[program] = timing.queue_primer(cp, spin_seconds(program))
         primers[program]()
 
     timers: dict[int, timing.KernelTimer] = {}
@@ -450,12 +453,29 @@ def _gpu_kernel_launches(granule: Any, calls: list[Call], steps: int, dycore_ste
             dycore_steps(steps)
         cp.cuda.runtime.deviceSynchronize()
         out: list[Launch] = []
+        suspect: list[tuple[str, float, float, float]] = []  # (program, events s, wall s, first launch s)
         for c in capture.calls:
             cost = costs_of(c)
             if cost is None:
                 continue
             elapsed = [(n, cp.cuda.get_elapsed_time(s, e) * 1e-3) for n, s, e in c.launches]
+            # a call's kernels cannot run longer on the device than the slowest synchronised call
+            # of that program took in the instrumented steps: if they do, the events did not
+            # bracket the kernels alone (seen on the H200, 2026-11-29: 3.7x the step in total)
+            events_s = sum(x for _, x in elapsed)
+            if elapsed and events_s > 1.1 * wall[c.program] + 20e-6:
+                suspect.append((c.program, events_s, wall[c.program], elapsed[0][1]))
             out += gpu_launches(c, cost, elapsed)
+        if suspect:
+            worst = max(suspect, key=lambda x: x[1] / x[2])
+            first_share = sum(x[3] for x in suspect) / sum(x[1] for x in suspect)
+            raise IcoforgeError(
+                f"GPU kernel events are not trustworthy here: in {len(suspect)} of {len(capture.calls)} calls "
+                f"the kernels' events sum to more than the synchronised call took (worst {worst[0]}: "
+                f"{worst[1] * 1e3:.3f} ms of events, call {worst[2] * 1e3:.3f} ms); the first launch of a call "
+                f"holds {first_share:.0%} of those events (spin primer seconds per call: "
+                f"{statistics.median(spin_seconds(x[0]) for x in suspect) * 1e3:.1f} ms median)"
+            )
         return out
     finally:
         for t in timers.values():

@@ -1,7 +1,7 @@
 """Fill the GT4Py-passes cache here for the device's greenline runs: builds icon4py's granule
 exactly as `icoforge greenline` does (same static fields, same compiled variants), but with a
 backend that only runs GT4Py's passes (icoforge.backend.precompile.passes_only_backend), so no
-C++ is compiled and no step computes anything.
+C++ is compiled; only the construction runs (it submits the compile jobs), no step.
 
     .venv/bin/python scripts/device/precompute_granule.py R2B6/80 REGIONAL/80 [--all-variants]
     scripts/device/pack_cache.sh        # then carry .devcache
@@ -17,11 +17,12 @@ import time
 
 
 def main() -> None:
+    import gt4py.next as gtx
+
     from icoforge.backend.precompile import passes_only_backend
-    from icoforge.granule import runner
     from icoforge.granule.fields import build_static_fields
     from icoforge.granule.greenline import DEFAULT_FACTORY_BACKEND
-    from icoforge.granule.state import initial_state
+    from icoforge.granule.solver import build_solver, grid_for_backend
     from icoforge.grids import load_grid
 
     ap = argparse.ArgumentParser()
@@ -29,18 +30,18 @@ def main() -> None:
     ap.add_argument("--all-variants", action="store_true", help="not --only-used-variants")
     opts = ap.parse_args()
     backend = passes_only_backend()
-    runner.resolve_backend = lambda name: backend  # the Granule resolves its backend by name
     for spec in opts.configs:
         name, levels = spec.split("/")
         t0 = time.perf_counter()
         grid = load_grid(name, levels=int(levels), show_progress=False)
         static = build_static_fields(grid, DEFAULT_FACTORY_BACKEND, on_status=lambda s: print(f"  {spec}: {s}", flush=True))
         print(f"{spec}: static fields {'cached' if static.cached else 'computed'} after {time.perf_counter() - t0:.0f} s", flush=True)
-        state = initial_state(static, int(levels), 0)
-        g = runner.Granule("icoforge-cpu", grid, static, state, only_used_variants=not opts.all_variants)
-        g.setup(lambda what, done, total: None)
-        print(f"{spec}: passes of {g.result.compile_jobs} compile jobs done after {time.perf_counter() - t0:.0f} s", flush=True)
-
+        # construction submits the compile jobs (icon4py's setup_program); no state, no steps:
+        # on this 23 GB workstation the R2B6/80 fields plus a state plus a first step ran out of memory
+        solver = build_solver(grid_for_backend(grid, False), static, backend, only_used_variants=not opts.all_variants)
+        gtx.wait_for_compilation()
+        print(f"{spec}: passes done after {time.perf_counter() - t0:.0f} s (programs compiled lazily at their first call are not covered)", flush=True)
+        del solver, static
 
 if __name__ == "__main__":
     main()

@@ -1,16 +1,18 @@
 #!/bin/bash
-# One device call (issues 6 and 7): the greenline granule side by side on R2B6/80 (icoforge-cuda,
-# gtfn_gpu, dace_gpu as three parallel processes that take turns on the GPU), icoforge-cuda on
-# R2B6/120 and the regional grid, the predictor's roofline, the granule's roofline and one ncu run.
+# One device call (issues 4, 6, 7): the greenline granule side by side on R2B6/80 (icoforge-cuda,
+# gtfn_gpu, dace_gpu as parallel processes that take turns on the GPU), the granule's roofline,
+# and, while the granule processes compute static fields and compile (the GPU is idle then), the
+# GPU verification of the programs in $VERIFY_FILE, the predictor's roofline and one ncu run.
 #
+#   scripts/device/precompute_granule.py R2B6/80 && scripts/device/pack_cache.sh   # here, first
 #   run(carry=[".whl", ".devcache"], timeout_s=600, command="bash scripts/device/run_granule.sh")
 #
-# Budget knobs (environment): ALL_S (stop everything after this many seconds, default 530),
-# PEERS ("gtfn_gpu dace_gpu"), EXTRA (1: also R2B6/120 and REGIONAL/80 with icoforge-cuda),
-# FACTORY (see below). On 2026-11-29 this whole script did not fit one call: the static fields
-# alone took ~8 min; see README.md ("What the 2026-11-29 session learned").
-# Results: $OUT/summary.txt (the short tables), $OUT/greenline-R2B6-80.md (merged side by side),
-# $OUT/all.tgz (every JSON report, log, roofline PNG/Markdown and the ncu CSV).
+# Knobs (environment): ALL_S (stop everything after this many seconds, default 540), PEERS
+# ("gtfn_gpu dace_gpu"), CONFIG ("R2B6 80"), VERIFY_FILE (program list; empty: no verification),
+# VERIFY_S, FACTORY (backend of icon4py's static-field factories; default: greenline's).
+# History: 2026-11-29 s2, the static fields alone took ~8 min here (a Python roundtrip fallback
+# for two geometry programs, since lowered by icoforge); s3: ~3.5 min on the workstation.
+# Results: $OUT/summary.txt (short tables), $OUT/greenline.md (merged side by side), $OUT/all.tgz.
 
 source scripts/device/setup.sh
 set -u
@@ -21,71 +23,72 @@ W=/tmp/work; mkdir -p $W
 LOCK=/tmp/gpu.lock; : > $LOCK
 T0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
-# FACTORY: backend of icon4py's static-field factories, the same for every process (the fields'
-# cache key includes it). The default took ~8 min on R2B6/80 there (2026-11-29); try gtfn_gpu.
-GL="python3 -m icoforge greenline --steps 5 --warmup 1 --profile-steps 1 --only-used-variants --gpu-lock $LOCK --factory-backend ${FACTORY:-icoforge-cpu+roundtrip-passes}"
+read -r GRID LEVELS <<< "${CONFIG:-R2B6 80}"
+TAG=$GRID-$LEVELS
+GL="python3 -m icoforge greenline --steps 5 --warmup 1 --profile-steps 1 --only-used-variants --gpu-lock $LOCK ${FACTORY:+--factory-backend $FACTORY}"
 
 stamp "grids"
 python3 -c "
 from icoforge.grids import load_grid
-for g in ('R2B6', 'REGIONAL', 'R2B4'): load_grid(g, levels=80, show_progress=False)
+for g in ('$GRID', 'R2B4'): load_grid(g, levels=$LEVELS, show_progress=False)
 " || exit 1
 
-# 1. our granule first: it computes the static fields that the GT4Py processes then read from the cache
+# 1. our granule first: it computes the static fields that the GT4Py processes then read from the
+#    cache (file lock); then the granule's roofline (fields and kernels cached by then)
 (
-  $GL --grid R2B6 --levels 80 --backend icoforge-cuda --save-reference $W/ref-icoforge-R2B6-80.json \
-      --json $W/gl-R2B6-80-icoforge-cuda.json > $W/gl-R2B6-80-icoforge-cuda.log 2>&1
-  stamp "icoforge-cuda R2B6/80 done (rc $?)"
-  if [ "${EXTRA:-1}" = 1 ]; then
-    $GL --grid R2B6 --levels 120 --backend icoforge-cuda --json $W/gl-R2B6-120-icoforge-cuda.json > $W/gl-R2B6-120-icoforge-cuda.log 2>&1
-    stamp "icoforge-cuda R2B6/120 done (rc $?)"
-    $GL --grid REGIONAL --levels 80 --backend icoforge-cuda --json $W/gl-REGIONAL-80-icoforge-cuda.json > $W/gl-REGIONAL-80-icoforge-cuda.log 2>&1
-    stamp "icoforge-cuda REGIONAL/80 done (rc $?)"
-  fi
-  flock -x $LOCK python3 -m icoforge roofline vertically_implicit_solver_at_predictor_step --grid R2B6 --levels 80 --backend icoforge-cuda \
-      --repeat 20 --out $W/roofline-predictor-R2B6-80.png > $W/roofline-predictor.log 2>&1
-  stamp "predictor roofline done (rc $?)"
-  flock -x $LOCK python3 -m icoforge roofline greenline --grid R2B6 --levels 80 --backend icoforge-cuda \
-      --out $W/roofline-greenline-R2B6-80.png > $W/roofline-greenline.log 2>&1
+  $GL --grid $GRID --levels $LEVELS --backend icoforge-cuda --save-reference $W/ref-icoforge-$TAG.json \
+      --json $W/gl-$TAG-icoforge-cuda.json > $W/gl-$TAG-icoforge-cuda.log 2>&1
+  stamp "icoforge-cuda greenline done (rc $?)"
+  python3 -m icoforge roofline greenline --grid $GRID --levels $LEVELS --backend icoforge-cuda --gpu-lock $LOCK \
+      --out $W/roofline-greenline-$TAG.png > $W/roofline-greenline.log 2>&1
   stamp "granule roofline done (rc $?)"
-  flock -x $LOCK python3 -m icoforge profile compute_horizontal_velocity_quantities_and_fluxes --grid R2B4 --levels 80 \
-      --tool ncu --run --out $W/ncu-horizontal-velocity > $W/ncu.log 2>&1
-  stamp "ncu done (rc $?)"
 ) &
 OURS=$!
-
-# 2. GT4Py's backends: each waits for the static fields (file lock in the cache), compiles, then
-#    takes the GPU lock for its timed steps; each records the verification fingerprint
 sleep 5
 for b in ${PEERS:-gtfn_gpu dace_gpu}; do
-  $GL --grid R2B6 --levels 80 --backend $b --save-reference $W/ref-$b-R2B6-80.json \
-      --json $W/gl-R2B6-80-$b.json > $W/gl-R2B6-80-$b.log 2>&1 &
+  $GL --grid $GRID --levels $LEVELS --backend $b --save-reference $W/ref-$b-$TAG.json \
+      --json $W/gl-$TAG-$b.json > $W/gl-$TAG-$b.log 2>&1 &
 done
 
-( sleep ${ALL_S:-530}; stamp "time limit: stopping"; pkill -f "icoforge (greenline|roofline|profile)"; pkill -f ncu ) &
+# 2. meanwhile, holding the GPU lock (the granules take it only for their measurements)
+(
+  flock -x 9
+  if [ -n "${VERIFY_FILE:-}" ]; then
+    OMP_NUM_THREADS=3 timeout ${VERIFY_S:-200} python3 scripts/device/gpu_verify_and_bench.py --jobs 2 --gtfn-for none \
+        --skip-bench --seeds R2B4=11,R2B6=12 --programs @$VERIFY_FILE > $W/verify.log 2>&1
+    stamp "verification done (rc $?)"
+    cp $OUT/verify.jsonl $W/ 2>/dev/null; rm -f $OUT/verify.jsonl
+  fi
+  timeout 100 python3 -m icoforge roofline vertically_implicit_solver_at_predictor_step --grid R2B6 --levels 80 \
+      --backend icoforge-cuda --repeat 20 --out $W/roofline-predictor-R2B6-80.png > $W/roofline-predictor.log 2>&1
+  stamp "predictor roofline done (rc $?)"
+  timeout 100 python3 -m icoforge profile compute_horizontal_velocity_quantities_and_fluxes --grid R2B4 --levels 80 \
+      --tool ncu --run --out $W/ncu-horizontal-velocity > $W/ncu.log 2>&1
+  stamp "ncu done (rc $?)"
+) 9>>$LOCK &
+
+( sleep ${ALL_S:-540}; stamp "time limit: stopping"; pkill -f "icoforge (greenline|roofline|profile)"; pkill -f ncu; pkill -f gpu_verify_and_bench ) &
 KILLER=$!
 wait $OURS
-stamp "our chain done; waiting for GT4Py's backends"
-while pgrep -f "icoforge greenline" > /dev/null; do sleep 2; done
+stamp "our chain done; waiting for the others"
+while pgrep -f "icoforge (greenline|profile|roofline)|gpu_verify_and_bench" > /dev/null; do sleep 2; done
 kill $KILLER 2>/dev/null
 stamp "all done"
 
 {
-  echo "== greenline R2B6/80 side by side =="
-  ls $W/gl-R2B6-80-*.json
-  python3 -m icoforge greenline-merge $W/gl-R2B6-80-*.json --markdown $OUT/greenline-R2B6-80.md
-  for f in $W/gl-R2B6-120-icoforge-cuda.json $W/gl-REGIONAL-80-icoforge-cuda.json; do
-    [ -f $f ] && echo "== $f ==" && python3 -m icoforge greenline-merge $f
-  done
-  echo "== verification fingerprints: icoforge-cuda vs each GT4Py backend (R2B6/80) =="
+  echo "== greenline $TAG side by side =="
+  python3 -m icoforge greenline-merge $W/gl-$TAG-*.json --markdown $OUT/greenline.md
+  echo "== verification fingerprints: each GT4Py backend vs icoforge-cuda ($TAG) =="
   for b in ${PEERS:-gtfn_gpu dace_gpu}; do
-    [ -f $W/ref-$b-R2B6-80.json ] && python3 -m icoforge.granule.golden compare $W/ref-$b-R2B6-80.json $W/ref-icoforge-R2B6-80.json
+    [ -f $W/ref-$b-$TAG.json ] && python3 -m icoforge.granule.golden compare $W/ref-$b-$TAG.json $W/ref-icoforge-$TAG.json
   done
-  tail -25 $W/roofline-predictor.log
+  grep -E "^(PASS|FAIL|ERROR)" $W/verify.log 2>/dev/null | awk '{print $1, $3, $4}' | sort | uniq -c
+  grep -E "^(FAIL|ERROR)" $W/verify.log 2>/dev/null | head -5
   tail -30 $W/roofline-greenline.log
+  tail -20 $W/roofline-predictor.log
   tail -25 $W/ncu.log
 } > $OUT/summary.txt 2>&1
 for f in $W/*.log; do echo "--- $f"; grep -E "Error|error|Traceback" $f | head -3; done
 tar czf $OUT/all.tgz -C $W . 2>/dev/null
 ls -la $OUT
-cat $OUT/summary.txt | cut -c1-220 | tail -120
+cut -c1-220 $OUT/summary.txt | tail -110
