@@ -7,22 +7,26 @@
 #   scripts/device/precompute_granule.py R2B6/80 && scripts/device/pack_cache.sh   # here, first
 #   run(carry=[".whl", ".devcache"], timeout_s=600, command="bash scripts/device/run_granule.sh")
 #
-# Knobs (environment): ALL_S (stop everything after this many seconds, default 540), PEERS
+# Knobs (environment): ALL_S (stop everything this many seconds after the command started,
+# default 480: the summary needs ~20 s and the device tool's limit counts setup too), PEERS
 # ("gtfn_gpu dace_gpu"), CONFIG ("R2B6 80"), VERIFY_FILE (program list; empty: no verification),
 # VERIFY_S, FACTORY (backend of icon4py's static-field factories; default: greenline's).
 # History: 2026-11-29 s2, the static fields alone took ~8 min here (a Python roundtrip fallback
-# for two geometry programs, since lowered by icoforge); s3: ~3.5 min on the workstation.
+# for two geometry programs, since lowered by icoforge; ~3.5 min on the workstation after that).
+# s3: this script (then without snapshots) ran into the tool's 540 s limit: icoforge-cuda's
+# granule had not finished after ~465 s (fields + compile), and nothing came back.
 # Results: $OUT/summary.txt (short tables), $OUT/greenline.md (merged side by side), $OUT/all.tgz.
 
 source scripts/device/setup.sh
+source scripts/device/lib.sh
 set -u
 export PYTHONUNBUFFERED=1
 export GT4PY_BUILD_CACHE_LIFETIME=persistent GT4PY_BUILD_CACHE_DIR=/tmp/gt4py-cache
 [ -d .devcache ] && cp -r .devcache/. "$ICOFORGE_CACHE"/ && echo "carried cache: $(ls .devcache/gt4py-passes | wc -l) pass results"
 W=/tmp/work; mkdir -p $W
+snapshot_loop $W $OUT &   # $W -> $OUT/all.tgz every 20 s: a call cut at its limit still returns results
+SNAP=$!
 LOCK=/tmp/gpu.lock; : > $LOCK
-T0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 read -r GRID LEVELS <<< "${CONFIG:-R2B6 80}"
 TAG=$GRID-$LEVELS
 GL="python3 -m icoforge greenline --steps 5 --warmup 1 --profile-steps 1 --only-used-variants --gpu-lock $LOCK ${FACTORY:+--factory-backend $FACTORY}"
@@ -54,10 +58,9 @@ done
 (
   flock -x 9
   if [ -n "${VERIFY_FILE:-}" ]; then
-    OMP_NUM_THREADS=3 timeout ${VERIFY_S:-200} python3 scripts/device/gpu_verify_and_bench.py --jobs 2 --gtfn-for none \
-        --skip-bench --seeds R2B4=11,R2B6=12 --programs @$VERIFY_FILE > $W/verify.log 2>&1
+    OUT=$W OMP_NUM_THREADS=3 timeout ${VERIFY_S:-200} python3 scripts/device/gpu_verify_and_bench.py --jobs 2 \
+        --gtfn-for none --skip-bench --seeds R2B4=11,R2B6=12 --programs @$VERIFY_FILE > $W/verify.log 2>&1
     stamp "verification done (rc $?)"
-    cp $OUT/verify.jsonl $W/ 2>/dev/null; rm -f $OUT/verify.jsonl
   fi
   timeout 100 python3 -m icoforge roofline vertically_implicit_solver_at_predictor_step --grid R2B6 --levels 80 \
       --backend icoforge-cuda --repeat 20 --out $W/roofline-predictor-R2B6-80.png > $W/roofline-predictor.log 2>&1
@@ -67,12 +70,12 @@ done
   stamp "ncu done (rc $?)"
 ) 9>>$LOCK &
 
-( sleep ${ALL_S:-540}; stamp "time limit: stopping"; pkill -f "icoforge (greenline|roofline|profile)"; pkill -f ncu; pkill -f gpu_verify_and_bench ) &
+deadline ${ALL_S:-480} "icoforge (greenline|roofline|profile)|ncu |gpu_verify_and_bench" &
 KILLER=$!
 wait $OURS
 stamp "our chain done; waiting for the others"
 while pgrep -f "icoforge (greenline|profile|roofline)|gpu_verify_and_bench" > /dev/null; do sleep 2; done
-kill $KILLER 2>/dev/null
+kill $KILLER $SNAP 2>/dev/null
 stamp "all done"
 
 {
@@ -89,6 +92,6 @@ stamp "all done"
   tail -25 $W/ncu.log
 } > $OUT/summary.txt 2>&1
 for f in $W/*.log; do echo "--- $f"; grep -E "Error|error|Traceback" $f | head -3; done
-tar czf $OUT/all.tgz -C $W . 2>/dev/null
+tar czf $OUT/all.tgz -C $W . 2>/dev/null; rm -f $OUT/.all.tgz.tmp
 ls -la $OUT
 cut -c1-220 $OUT/summary.txt | tail -110

@@ -9,22 +9,28 @@
 # shared claim on the GPU lock; peers (gtfn_gpu, dace_gpu, icoforge-cuda) compile and the sweep
 # compiles its NVRTC modules meanwhile. Phase 2: each timing takes the lock exclusively, so
 # timings never share the GPU with each other or with the verification.
-# Everything lands in $OUT; the last lines printed are the short tables.
+# $OUT gets all.tgz (everything), side_by_side.md and verify.log; the last lines printed are the
+# short tables.
 # Knobs (environment): VERIFY_S, PYTEST_S, ALL_S (time limits), VERIFY_JOBS, PYTEST_PATHS,
 # PEERS ("BACKEND:PROGRAM:LEVELS ..."), SWEEP ("PROGRAMS LEVELS..."), ROOFLINE_BEFORE_S.
 # 2026-11-29 s3: sixteen peers + six verification workers + pytest ran the host out of memory
 # (the verification pool broke); peers now hold their inputs only within one of 4 slots.
 
 source scripts/device/setup.sh
+source scripts/device/lib.sh
 set -u
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2
 # GT4Py's own build caches: one compile per program even if two processes ask
 export GT4PY_BUILD_CACHE_LIFETIME=persistent GT4PY_BUILD_CACHE_DIR=/tmp/gt4py-cache
 # our translation cache computed on the workstation (GT4Py passes), if carried
 [ -d .devcache ] && cp -r .devcache/. "$ICOFORGE_CACHE"/ && echo "carried cache: $(ls .devcache/gt4py-passes | wc -l) pass results"
+# every result file goes to $W, snapshotted into $OUT/all.tgz (at most 8 files come back, and
+# a call cut at its limit returns $OUT as it is)
+W=/tmp/work; mkdir -p $W
+export OUT_FINAL=$OUT OUT=$W   # side_by_side.py and gpu_verify_and_bench.py write under $OUT
+snapshot_loop $W $OUT_FINAL &
+SNAP=$!
 LOCK=/tmp/gpu.lock; : > $LOCK
-T0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 
 stamp "grids"
 python3 -c "
@@ -38,9 +44,9 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=c
   flock -x 9
   stamp "verification + GPU tests start"
   OMP_NUM_THREADS=3 timeout ${VERIFY_S:-280} python3 scripts/device/gpu_verify_and_bench.py --jobs ${VERIFY_JOBS:-4} --gtfn-for none \
-      --skip-bench --seeds R2B4=11,R2B6=12 --programs @scripts/device/verify-order.txt > $OUT/verify.log 2>&1 &
+      --skip-bench --seeds R2B4=11,R2B6=12 --programs @scripts/device/verify-order.txt > $W/verify.log 2>&1 &
   timeout ${PYTEST_S:-280} python3 -m pytest -m gpu ${PYTEST_PATHS:-tests/schedule tests/perf/test_gpu_timing.py} -q -n 2 \
-      -p no:cacheprovider > $OUT/pytest-gpu.log 2>&1 &
+      -p no:cacheprovider > $W/pytest-gpu.log 2>&1 &
   wait
   stamp "verification + GPU tests done"
 ) 9>>$LOCK &
@@ -54,33 +60,33 @@ if [ -z "${PEERS:-}" ]; then
 fi
 for spec in $PEERS; do
   IFS=: read -r b p L <<< "$spec"
-  python3 scripts/device/side_by_side.py peer $b $p $L --lock $LOCK >> $OUT/run.log 2>&1 &
+  python3 scripts/device/side_by_side.py peer $b $p $L --lock $LOCK >> $W/run.log 2>&1 &
 done
 # SWEEP: "PROGRAMS LEVELS..." (first level count: every schedule; the others: the main knobs)
-python3 scripts/device/side_by_side.py sweep ${SWEEP:-big4 120 80} --lock $LOCK --jobs 4 >> $OUT/run.log 2>&1 &
+python3 scripts/device/side_by_side.py sweep ${SWEEP:-big4 120 80} --lock $LOCK --jobs 4 >> $W/run.log 2>&1 &
 SWEEP_PID=$!
 
 # whatever is still compiling at the limit is stopped; what finished is reported
-( sleep ${ALL_S:-530}; stamp "time limit: stopping"; pkill -f side_by_side.py; pkill -f gpu_verify_and_bench ) &
+deadline ${ALL_S:-500} "side_by_side.py|gpu_verify_and_bench" &
 KILLER=$!
 wait $SWEEP_PID
 stamp "sweep done; waiting for peers"
 while pgrep -f "side_by_side.py peer" > /dev/null; do sleep 2; done
 stamp "peers done"
-if [ $(( $(date +%s) - T0 )) -lt ${ROOFLINE_BEFORE_S:-430} ]; then
+if [ $(( $(date +%s) - ICF_T0 )) -lt ${ROOFLINE_BEFORE_S:-430} ]; then
   flock -x $LOCK timeout 90 python3 -m icoforge roofline vertically_implicit_solver_at_predictor_step --grid R2B6 --levels 80 \
-      --backend icoforge-cuda --repeat 20 --out $OUT/roofline-predictor-R2B6-80.png > $OUT/roofline-predictor.log 2>&1
+      --backend icoforge-cuda --repeat 20 --out $W/roofline-predictor-R2B6-80.png > $W/roofline-predictor.log 2>&1
   stamp "predictor roofline done (rc $?)"
 fi
-kill $KILLER 2>/dev/null
+kill $KILLER $SNAP 2>/dev/null
 stamp "all done"
 
-tail -3 $OUT/pytest-gpu.log
-tail -12 $OUT/roofline-predictor.log 2>/dev/null
-grep -E "^(PASS|FAIL|ERROR)" $OUT/verify.log | awk '{print $1, $3, $4}' | sort | uniq -c   # status grid backend
-grep -E "FAIL|ERROR" $OUT/verify.log | head -5
-grep -E "ERROR|Traceback" $OUT/run.log | head -5
-python3 scripts/device/side_by_side.py report $OUT
-# at most 8 files come back from $OUT: everything in one archive, the main tables beside it
-tar czf /tmp/all.tgz -C $OUT . && find $OUT -type f ! -name side_by_side.md ! -name verify.log -delete \
-  && mv /tmp/all.tgz $OUT/ && ls -la $OUT
+tail -3 $W/pytest-gpu.log
+tail -12 $W/roofline-predictor.log 2>/dev/null
+grep -E "^(PASS|FAIL|ERROR)" $W/verify.log | awk '{print $1, $3, $4}' | sort | uniq -c   # status grid backend
+grep -E "FAIL|ERROR" $W/verify.log | head -5
+grep -E "ERROR|Traceback" $W/run.log | head -5
+python3 scripts/device/side_by_side.py report $W
+OUT=$OUT_FINAL
+tar czf $OUT/all.tgz -C $W . && rm -f $OUT/.all.tgz.tmp && cp $W/side_by_side.md $W/verify.log $OUT/ 2>/dev/null
+ls -la $OUT

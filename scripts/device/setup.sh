@@ -4,6 +4,7 @@
 # Installs the carried wheels into /tmp/site, puts them and the repo on PYTHONPATH, and
 # prints what the run will use. On failure it exits (ends the whole device command).
 
+export ICF_T0=${ICF_T0:-$(date +%s)}  # the command's start, for lib.sh's stamps and deadlines
 _icf_fail() { echo "setup.sh: $*" >&2; exit 1; }
 
 [ -f pyproject.toml ] && [ -d icoforge ] || _icf_fail "run from the repository root"

@@ -1,0 +1,28 @@
+# Shared by the device run scripts (source after setup.sh). What a device call leaves in $OUT is
+# all that comes back, and a call cut at its time limit returns $OUT as it is at that moment:
+# so results are snapshotted into $OUT while the work runs, not only at the end.
+#
+# 2026-11-29 s3: a granule call ran into the tool's limit before its final `tar`; the finished
+# verification, roofline and ncu results were lost with it.
+
+ICF_T0=${ICF_T0:-$(date +%s)}   # seconds count from the start of the command, setup included
+stamp() { echo "[$(( $(date +%s) - ICF_T0 )) s] $*"; }
+
+# snapshot_loop SRC DEST [EVERY_S]: every EVERY_S seconds (default 20), SRC -> DEST/all.tgz (atomic)
+snapshot_loop() {
+  local src=$1 dest=$2 every=${3:-20}
+  while true; do
+    sleep "$every"
+    tar czf "$dest/.all.tgz.tmp" -C "$src" . 2>/dev/null && mv -f "$dest/.all.tgz.tmp" "$dest/all.tgz"
+  done
+}
+
+# deadline AT_S PATTERN: at AT_S seconds after the command's start, kill processes matching
+# PATTERN (pkill -f); leave ~40 s for the summary before the device tool's own limit
+deadline() {
+  local at=$1 pattern=$2
+  local left=$(( at - ($(date +%s) - ICF_T0) ))
+  sleep $(( left > 0 ? left : 0 ))
+  stamp "deadline: stopping ($pattern)"
+  pkill -f "$pattern"
+}
