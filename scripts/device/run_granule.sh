@@ -10,46 +10,55 @@
 # Knobs (environment): ALL_S (stop everything this many seconds after the command started,
 # default 480: the summary needs ~20 s and the device tool's limit counts setup too), PEERS
 # ("gtfn_gpu dace_gpu"), CONFIG ("R2B6 80"), VERIFY_FILE (program list; empty: no verification),
-# VERIFY_S, FACTORY (backend of icon4py's static-field factories; default: greenline's).
+# VERIFY_S, FACTORY (backend of icon4py's static-field factories; default: greenline's), BACKEND
+# (ours, default icoforge-cuda), GPU_EXTRAS=0 (no predictor roofline, no ncu), ICF_LOCAL=1 and
+# WORK (a dry run on the workstation: ICF_LOCAL=1 CONFIG="R2B3 10" BACKEND=icoforge-cpu
+# PEERS="" GPU_EXTRAS=0 bash scripts/device/run_granule.sh).
 # History: 2026-11-29 s2, the static fields alone took ~8 min here (a Python roundtrip fallback
 # for two geometry programs, since lowered by icoforge; ~3.5 min on the workstation after that).
 # s3: this script (then without snapshots) ran into the tool's 540 s limit: icoforge-cuda's
 # granule had not finished after ~465 s (fields + compile), and nothing came back.
 # Results: $OUT/summary.txt (short tables), $OUT/greenline.md (merged side by side), $OUT/all.tgz.
 
-source scripts/device/setup.sh
+if [ "${ICF_LOCAL:-0}" = 1 ]; then   # a dry run of this script on the workstation (small CONFIG, CPU backends)
+  export PATH=$PWD/.venv/bin:$PATH OUT=${OUT:-/tmp/icf-out} ICF_T0=$(date +%s); mkdir -p $OUT
+else
+  source scripts/device/setup.sh
+fi
 source scripts/device/lib.sh
 set -u
 export PYTHONUNBUFFERED=1
 export GT4PY_BUILD_CACHE_LIFETIME=persistent GT4PY_BUILD_CACHE_DIR=/tmp/gt4py-cache
-[ -d .devcache ] && cp -r .devcache/. "$ICOFORGE_CACHE"/ && echo "carried cache: $(ls .devcache/gt4py-passes | wc -l) pass results"
-W=/tmp/work; mkdir -p $W
+[ "${ICF_LOCAL:-0}" != 1 ] && [ -d .devcache ] && [ -n "${ICOFORGE_CACHE:-}" ] && cp -r .devcache/. "$ICOFORGE_CACHE"/ \
+  && echo "carried cache: $(ls .devcache/gt4py-passes | wc -l) pass results"
+W=${WORK:-/tmp/work}; mkdir -p $W
 snapshot_loop $W $OUT &   # $W -> $OUT/all.tgz every 20 s: a call cut at its limit still returns results
 SNAP=$!
 LOCK=/tmp/gpu.lock; : > $LOCK
 read -r GRID LEVELS <<< "${CONFIG:-R2B6 80}"
 TAG=$GRID-$LEVELS
+OURS_BACKEND=${BACKEND:-icoforge-cuda}
 GL="python3 -m icoforge greenline --steps 5 --warmup 1 --profile-steps 1 --only-used-variants --gpu-lock $LOCK ${FACTORY:+--factory-backend $FACTORY}"
 
 stamp "grids"
 python3 -c "
 from icoforge.grids import load_grid
-for g in ('$GRID', 'R2B4'): load_grid(g, levels=$LEVELS, show_progress=False)
+for g in ('$GRID', 'R2B4'): load_grid(g, levels=80 if g == 'R2B4' else $LEVELS, show_progress=False)
 " || exit 1
 
 # 1. our granule first: it computes the static fields that the GT4Py processes then read from the
 #    cache (file lock); then the granule's roofline (fields and kernels cached by then)
 (
-  $GL --grid $GRID --levels $LEVELS --backend icoforge-cuda --save-reference $W/ref-icoforge-$TAG.json \
-      --json $W/gl-$TAG-icoforge-cuda.json > $W/gl-$TAG-icoforge-cuda.log 2>&1
-  stamp "icoforge-cuda greenline done (rc $?)"
-  python3 -m icoforge roofline greenline --grid $GRID --levels $LEVELS --backend icoforge-cuda --gpu-lock $LOCK \
+  $GL --grid $GRID --levels $LEVELS --backend $OURS_BACKEND --save-reference $W/ref-icoforge-$TAG.json \
+      --json $W/gl-$TAG-$OURS_BACKEND.json > $W/gl-$TAG-$OURS_BACKEND.log 2>&1
+  stamp "$OURS_BACKEND greenline done (rc $?)"
+  python3 -m icoforge roofline greenline --grid $GRID --levels $LEVELS --backend $OURS_BACKEND --gpu-lock $LOCK \
       --out $W/roofline-greenline-$TAG.png > $W/roofline-greenline.log 2>&1
   stamp "granule roofline done (rc $?)"
 ) &
 OURS=$!
 sleep 5
-for b in ${PEERS:-gtfn_gpu dace_gpu}; do
+for b in ${PEERS-gtfn_gpu dace_gpu}; do
   $GL --grid $GRID --levels $LEVELS --backend $b --save-reference $W/ref-$b-$TAG.json \
       --json $W/gl-$TAG-$b.json > $W/gl-$TAG-$b.log 2>&1 &
 done
@@ -62,12 +71,14 @@ done
         --gtfn-for none --skip-bench --seeds R2B4=11,R2B6=12 --programs @$VERIFY_FILE > $W/verify.log 2>&1
     stamp "verification done (rc $?)"
   fi
-  timeout 100 python3 -m icoforge roofline vertically_implicit_solver_at_predictor_step --grid R2B6 --levels 80 \
-      --backend icoforge-cuda --repeat 20 --out $W/roofline-predictor-R2B6-80.png > $W/roofline-predictor.log 2>&1
-  stamp "predictor roofline done (rc $?)"
-  timeout 100 python3 -m icoforge profile compute_horizontal_velocity_quantities_and_fluxes --grid R2B4 --levels 80 \
-      --tool ncu --run --out $W/ncu-horizontal-velocity > $W/ncu.log 2>&1
-  stamp "ncu done (rc $?)"
+  if [ "${GPU_EXTRAS:-1}" = 1 ]; then
+    timeout 100 python3 -m icoforge roofline vertically_implicit_solver_at_predictor_step --grid R2B6 --levels 80 \
+        --backend icoforge-cuda --repeat 20 --out $W/roofline-predictor-R2B6-80.png > $W/roofline-predictor.log 2>&1
+    stamp "predictor roofline done (rc $?)"
+    timeout 100 python3 -m icoforge profile compute_horizontal_velocity_quantities_and_fluxes --grid R2B4 --levels 80 \
+        --tool ncu --run --out $W/ncu-horizontal-velocity > $W/ncu.log 2>&1
+    stamp "ncu done (rc $?)"
+  fi
 ) 9>>$LOCK &
 
 deadline ${ALL_S:-480} "icoforge (greenline|roofline|profile)|ncu |gpu_verify_and_bench" &
@@ -81,15 +92,15 @@ stamp "all done"
 {
   echo "== greenline $TAG side by side =="
   python3 -m icoforge greenline-merge $W/gl-$TAG-*.json --markdown $OUT/greenline.md
-  echo "== verification fingerprints: each GT4Py backend vs icoforge-cuda ($TAG) =="
-  for b in ${PEERS:-gtfn_gpu dace_gpu}; do
+  echo "== verification fingerprints: each GT4Py backend vs $OURS_BACKEND ($TAG) =="
+  for b in ${PEERS-gtfn_gpu dace_gpu}; do
     [ -f $W/ref-$b-$TAG.json ] && python3 -m icoforge.granule.golden compare $W/ref-$b-$TAG.json $W/ref-icoforge-$TAG.json
   done
   grep -E "^(PASS|FAIL|ERROR)" $W/verify.log 2>/dev/null | awk '{print $1, $3, $4}' | sort | uniq -c
   grep -E "^(FAIL|ERROR)" $W/verify.log 2>/dev/null | head -5
   tail -30 $W/roofline-greenline.log
-  tail -20 $W/roofline-predictor.log
-  tail -25 $W/ncu.log
+  tail -20 $W/roofline-predictor.log 2>/dev/null
+  tail -25 $W/ncu.log 2>/dev/null
 } > $OUT/summary.txt 2>&1
 for f in $W/*.log; do echo "--- $f"; grep -E "Error|error|Traceback" $f | head -3; done
 tar czf $OUT/all.tgz -C $W . 2>/dev/null; rm -f $OUT/.all.tgz.tmp
