@@ -96,21 +96,22 @@ def test_corrupt_pass_cache_entry_is_recomputed(tiny_grid):
 
 
 @gtx.field_operator
-def _first_twice(
-    pair: tuple[gtx.Field[[CellDim, KDim], gtx.float64], gtx.Field[[CellDim, KDim], gtx.float64]],
+def _scaled_first(
+    pair: tuple[gtx.Field[[CellDim, KDim], gtx.float64], gtx.float64],
 ) -> gtx.Field[[CellDim, KDim], gtx.float64]:
-    return pair[0] * 2.0
+    return pair[0] * pair[1]
 
 
 @gtx.program
 def tuple_param(
-    pair: tuple[gtx.Field[[CellDim, KDim], gtx.float64], gtx.Field[[CellDim, KDim], gtx.float64]],
+    pair: tuple[gtx.Field[[CellDim, KDim], gtx.float64], gtx.float64],
     out: gtx.Field[[CellDim, KDim], gtx.float64],
 ):
-    _first_twice(pair, out=out)
+    _scaled_first(pair, out=out)
 
 
 def test_unsupported_construct_names_program_and_construct(tiny_grid):
+    # tuples of fields are lowered (tests/backend/test_constructs.py); a field beside a scalar is not
     with pytest.raises(UnsupportedConstructError, match=r"program 'tuple_param'.*parameter 'pair'.*tuple"):
         workflow.translate(compilable_program(tuple_param, tiny_grid.connectivities))
 
