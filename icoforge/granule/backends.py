@@ -1,9 +1,10 @@
 """Backends for the granule: GT4Py's and ours by name, plus a fallback pair for icon4py's factories.
 
-icon4py's geometry/interpolation/metric factories use a few GT4Py constructs the icoforge backend
-does not lower yet (programs returning tuples of fields). `with_fallback("icoforge-cpu",
-"gtfn_cpu")` compiles every program with the first backend and only those it rejects at
-translation time (`UnsupportedConstructError`, never wrong numbers) with the second. Name such a
+icon4py's geometry/interpolation/metric factories may use a GT4Py construct the icoforge backend
+does not lower (until 2026-11-29: field operators writing tuples of fields; none in icon4py 0.4.1
+since). `with_fallback("icoforge-cpu", "gtfn_cpu")` compiles every program with the first backend
+and only those it rejects at translation time (`UnsupportedConstructError`, never wrong numbers)
+with the second. Name such a
 pair "icoforge-cpu+gtfn_cpu" wherever a backend name is taken.
 """
 

@@ -43,7 +43,7 @@ def test_fallback_executor_falls_back_only_on_unsupported_constructs():
     from icoforge.errors import UnsupportedConstructError
 
     def unsupported(inp):
-        raise UnsupportedConstructError("tuples of fields are not supported yet")
+        raise UnsupportedConstructError("nested tuples are not supported yet")
 
     def broken(inp):
         raise ZeroDivisionError
