@@ -11,7 +11,8 @@
 # timings never share the GPU with each other or with the verification.
 # $OUT gets all.tgz (everything), side_by_side.md and verify.log; the last lines printed are the
 # short tables.
-# Knobs (environment): VERIFY_S, PYTEST_S, ALL_S (time limits), VERIFY_JOBS, PYTEST_PATHS,
+# Knobs (environment): VERIFY_S, PYTEST_S, ALL_S (time limits), VERIFY_JOBS, VERIFY_FILE, PYTEST_PATHS
+# (empty: no tests),
 # PEERS ("BACKEND:PROGRAM:LEVELS ..."), SWEEP ("PROGRAMS LEVELS..."), ROOFLINE_BEFORE_S.
 # 2026-11-29 s3: sixteen peers + six verification workers + pytest ran the host out of memory
 # (the verification pool broke); peers now hold their inputs only within one of 4 slots.
@@ -44,9 +45,11 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=c
   flock -x 9
   stamp "verification + GPU tests start"
   OMP_NUM_THREADS=3 timeout ${VERIFY_S:-280} python3 scripts/device/gpu_verify_and_bench.py --jobs ${VERIFY_JOBS:-4} --gtfn-for none \
-      --skip-bench --seeds R2B4=11,R2B6=12 --programs @scripts/device/verify-order.txt > $W/verify.log 2>&1 &
-  timeout ${PYTEST_S:-280} python3 -m pytest -m gpu ${PYTEST_PATHS:-tests/schedule tests/perf/test_gpu_timing.py} -q -n 2 \
-      -p no:cacheprovider > $W/pytest-gpu.log 2>&1 &
+      --skip-bench --seeds R2B4=11,R2B6=12 --programs @${VERIFY_FILE:-scripts/device/verify-order.txt} > $W/verify.log 2>&1 &
+  PYTEST_PATHS=${PYTEST_PATHS-tests/schedule tests/perf/test_gpu_timing.py}
+  if [ -n "$PYTEST_PATHS" ]; then
+    timeout ${PYTEST_S:-280} python3 -m pytest -m gpu $PYTEST_PATHS -q -n 2 -p no:cacheprovider > $W/pytest-gpu.log 2>&1 &
+  fi
   wait
   stamp "verification + GPU tests done"
 ) 9>>$LOCK &
@@ -77,12 +80,16 @@ if [ $(( $(date +%s) - ICF_T0 )) -lt ${ROOFLINE_BEFORE_S:-430} ]; then
   flock -x $LOCK timeout 90 python3 -m icoforge roofline vertically_implicit_solver_at_predictor_step --grid R2B6 --levels 80 \
       --backend icoforge-cuda --repeat 20 --out $W/roofline-predictor-R2B6-80.png > $W/roofline-predictor.log 2>&1
   stamp "predictor roofline done (rc $?)"
+  flock -x $LOCK timeout 90 python3 -m icoforge profile compute_horizontal_velocity_quantities_and_fluxes --grid R2B4 --levels 80 \
+      --tool ncu --run --out $W/ncu-horizontal-velocity > $W/ncu.log 2>&1
+  stamp "ncu done (rc $?)"
 fi
 kill $KILLER $SNAP 2>/dev/null
 stamp "all done"
 
-tail -3 $W/pytest-gpu.log
+tail -3 $W/pytest-gpu.log 2>/dev/null
 tail -12 $W/roofline-predictor.log 2>/dev/null
+tail -15 $W/ncu.log 2>/dev/null
 grep -E "^(PASS|FAIL|ERROR)" $W/verify.log | awk '{print $1, $3, $4}' | sort | uniq -c   # status grid backend
 grep -E "FAIL|ERROR" $W/verify.log | head -5
 grep -E "ERROR|Traceback" $W/run.log | head -5
