@@ -12,7 +12,7 @@
 # $OUT gets all.tgz (everything), side_by_side.md and verify.log; the last lines printed are the
 # short tables.
 # Knobs (environment): VERIFY_S, PYTEST_S, ALL_S (time limits), VERIFY_JOBS, VERIFY_FILE, PYTEST_PATHS
-# (empty: no tests),
+# (empty: no tests), DIAG=1 (+ DIAG_S): scripts/device/diag_events.py at the end,
 # PEERS ("BACKEND:PROGRAM:LEVELS ..."), SWEEP ("PROGRAMS LEVELS..."), ROOFLINE_BEFORE_S.
 # 2026-11-29 s3: sixteen peers + six verification workers + pytest ran the host out of memory
 # (the verification pool broke); peers now hold their inputs only within one of 4 slots.
@@ -84,12 +84,17 @@ if [ $(( $(date +%s) - ICF_T0 )) -lt ${ROOFLINE_BEFORE_S:-430} ]; then
       --tool ncu --run --out $W/ncu-horizontal-velocity > $W/ncu.log 2>&1
   stamp "ncu done (rc $?)"
 fi
+if [ "${DIAG:-0}" = 1 ]; then   # the granule's GPU event anomaly (issue 7): R2B3 fields + granule, ~2 min
+  flock -x $LOCK timeout ${DIAG_S:-150} python3 scripts/device/diag_events.py R2B3 10 > $W/diag-events.log 2>&1
+  stamp "event diagnosis done (rc $?)"
+fi
 kill $KILLER $SNAP 2>/dev/null
 stamp "all done"
 
 tail -3 $W/pytest-gpu.log 2>/dev/null
 tail -12 $W/roofline-predictor.log 2>/dev/null
 tail -15 $W/ncu.log 2>/dev/null
+tail -8 $W/diag-events.log 2>/dev/null
 grep -E "^(PASS|FAIL|ERROR)" $W/verify.log | awk '{print $1, $3, $4}' | sort | uniq -c   # status grid backend
 grep -E "FAIL|ERROR" $W/verify.log | head -5
 grep -E "ERROR|Traceback" $W/run.log | head -5
