@@ -21,6 +21,7 @@ class Access:
     lo: int = 0
     hi: int = 0
     table: str | None = None
+    own_row: bool = False  # "table": the row is the kernel's own horizontal index (`E2C[i, c]`)
 
 
 def _resolve(e: ir.Expr, defs: dict[str, ir.Expr]) -> ir.Expr:
@@ -36,7 +37,7 @@ def classify(e: ir.Expr, defs: dict[str, ir.Expr]) -> Access | None:
     if isinstance(e, ir.KIndex):
         return Access("k")
     if isinstance(e, ir.Table):
-        return Access("table", table=e.table)
+        return Access("table", table=e.table, own_row=isinstance(_resolve(e.row, defs), ir.HIndex))
     if isinstance(e, ir.Const):
         return Access("const", int(e.value), int(e.value))
     if isinstance(e, ir.Binary) and e.op in ("plus", "minus") and isinstance(e.rhs, ir.Const):
@@ -66,40 +67,48 @@ def _unconditional_exprs(kernel: ir.Kernel):
         yield from walk(st.init)
 
 
-def kernel_accesses(
+def kernel_access_lists(
     kernel: ir.Kernel, program: ir.ProgramIR, unconditional_only: bool = False
-) -> dict[tuple[str, int], Access]:
-    """(field, dimension position) -> merged access, for every field read or written.
+) -> dict[tuple[str, int], list[Access]]:
+    """(field, dimension position) -> every distinct way the kernel indexes it (reads and writes).
 
     With `unconditional_only`, reads that happen only under a condition are left out: those are
     what run-time bounds checks may demand, since a guarded read never happens out of range."""
     defs = {s.var.name: s.value for s in ir.walk_stmts(kernel.all_stmts()) if isinstance(s, ir.Let) and not s.declared}
     kinds = dict(program.dim_kinds)
-    out: dict[tuple[str, int], Access] = {}
+    out: dict[tuple[str, int], list[Access]] = {}
 
-    def merge(key, acc: Access | None) -> None:
-        if acc is None:
-            return
-        old = out.get(key)
-        if old is None:
-            out[key] = acc
-        elif old.kind == acc.kind:
-            out[key] = Access(acc.kind, min(old.lo, acc.lo), max(old.hi, acc.hi), acc.table or old.table)
-        elif acc.kind == "table":  # a neighbour access needs more of the field than a direct one
-            out[key] = acc
+    def add(key, acc: Access | None) -> None:
+        if acc is not None and acc not in out.setdefault(key, []):
+            out[key].append(acc)
 
     exprs = _unconditional_exprs(kernel) if unconditional_only else kernel.exprs()
     for e in exprs:
         if isinstance(e, ir.Load):
             dims = program.field(e.field).dims
             for d, idx in enumerate(e.index):
-                if kinds.get(dims[d]) == "local":
-                    merge((e.field, d), Access("local"))
-                else:
-                    merge((e.field, d), classify(idx, defs))
+                add((e.field, d), Access("local") if kinds.get(dims[d]) == "local" else classify(idx, defs))
     for s in ir.walk_stmts(kernel.body):
         if isinstance(s, ir.Store):
             dims = program.field(s.field).dims
             for d, dim in enumerate(dims):
-                merge((s.field, d), Access("k") if kinds.get(dim) == "vertical" else Access("h"))
+                add((s.field, d), Access("k") if kinds.get(dim) == "vertical" else Access("h"))
+    return {k: v for k, v in out.items() if v}
+
+
+def kernel_accesses(
+    kernel: ir.Kernel, program: ir.ProgramIR, unconditional_only: bool = False
+) -> dict[tuple[str, int], Access]:
+    """(field, dimension position) -> one merged access (level offsets widened; a neighbour access
+    stands for the whole dimension), for every field read or written: what the byte model needs."""
+    out: dict[tuple[str, int], Access] = {}
+    for key, accs in kernel_access_lists(kernel, program, unconditional_only).items():
+        for acc in accs:
+            old = out.get(key)
+            if old is None:
+                out[key] = acc
+            elif old.kind == acc.kind:
+                out[key] = Access(acc.kind, min(old.lo, acc.lo), max(old.hi, acc.hi), acc.table or old.table, old.own_row and acc.own_row)
+            elif acc.kind == "table":  # a neighbour access needs more of the field than a direct one
+                out[key] = acc
     return out

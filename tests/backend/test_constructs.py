@@ -35,6 +35,14 @@ def c2e_sum(e: gtx.Field[[EdgeDim, KDim], f64], w: gtx.Field[[CellDim, C2EDim], 
     _c2e_sum(e, w, out=out)
 
 
+@gtx.program
+def c2e_sum_part(
+    e: gtx.Field[[EdgeDim, KDim], f64], w: gtx.Field[[CellDim, C2EDim], f64], out: gtx.Field[[CellDim, KDim], f64],
+    n: gtx.int32,
+):  # fmt: skip
+    _c2e_sum(e, w, out=out, domain={CellDim: (0, n), KDim: (0, 10)})
+
+
 @gtx.field_operator
 def _v2e_max(e: gtx.Field[[EdgeDim, KDim], f64]) -> gtx.Field[[VertexDim, KDim], f64]:
     # V2E has skip values at the 12 pentagon vertices
@@ -321,6 +329,31 @@ def test_tuple_argument_of_the_wrong_length_is_refused():
     assert flat_call_args((1, (2, 3), 4), ((1, 2),), "p") == (1, 2, 3, 4)
     with pytest.raises(ValueError, match="argument 2 must be a tuple of 3 fields, got a tuple of 2"):
         flat_call_args((1, (2, 3)), ((1, 3),), "p")
+
+
+def test_field_covering_only_what_the_neighbour_rows_reference(tiny_grid):
+    """On a limited-area grid GT4Py sizes a temporary to the indices the kernel's own table rows
+    hold (no lateral-boundary vertices, say): such a field is accepted, one index less is refused."""
+    g, nk, n = tiny_grid, 10, 300
+    rows = g.connectivities["C2E"].asnumpy()[:n]
+    lo, hi = int(rows.min()), int(rows.max()) + 1
+    assert lo > 0 or hi < g.num_edges, "the rows reference every edge: the test checks nothing"
+    rng = np.random.default_rng(8)
+    e_data, w_data = rng.random((hi - lo, nk)), rng.random((g.num_cells, 3))
+    e = gtx.as_field(gtx.domain({EdgeDim: (lo, hi), KDim: (0, nk)}), e_data.copy())
+    out = _poisoned([CellDim, KDim], (g.num_cells, nk))
+    c2e_sum_part.with_backend(ICOFORGE)(e, _as_field([CellDim, C2EDim], w_data), out, gtx.int32(n), offset_provider=g.connectivities)
+    # NumPy reference (GT4Py's embedded backend evaluates C2E over all cells and cannot take it)
+    expected = np.einsum("cj,cjk->ck", w_data[:n], e_data[rows - lo])
+    got = out.asnumpy()
+    np.testing.assert_allclose(got[:n], expected, rtol=1e-13, atol=0)
+    assert np.isnan(got[n:]).all(), "cells outside the domain must stay untouched"
+    short = gtx.as_field(gtx.domain({EdgeDim: (lo + 1, hi), KDim: (0, nk)}), e_data[1:].copy())
+    with pytest.raises(IcoforgeError, match=rf"field 'e' covers Edge \[{lo + 1}, {hi}\) but the kernel accesses \[{lo}, {hi}\)"):
+        c2e_sum_part.with_backend(ICOFORGE)(
+            short, _as_field([CellDim, C2EDim], w_data), _poisoned([CellDim, KDim], (g.num_cells, nk)), gtx.int32(n),
+            offset_provider=g.connectivities,
+        )
 
 
 def test_field_of_the_wrong_shape_is_refused(tiny_grid):

@@ -5,6 +5,7 @@
 #include <Python.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -140,6 +141,28 @@ inline bool require(const View& v, int d, long lo, long hi, const char* field, c
     return fail("%s: field '%s' covers %s [%ld, %ld) but the kernel accesses [%ld, %ld)", kernel, field, dim,
                 v.start[d], v.stop[d], lo, hi);
   return true;
+}
+
+// [lo, hi) of the indices that rows [h0, h1) of neighbour table `t` hold (skip entries ignored;
+// empty when none): what a kernel over those rows reads of the target dimension. Scanned on every
+// call, not memoized: it is 1/levels of the table reads the kernel itself does, and a memo keyed
+// by buffer address could outlive the table it describes. On a limited-area grid GT4Py sizes
+// temporaries to exactly this range (e.g. no lateral-boundary vertices), so the whole target
+// dimension would be the wrong requirement.
+template <class T>
+inline void table_targets(const View& t, long h0, long h1, long skip, long* lo, long* hi) {
+  long mn = LONG_MAX, mx = LONG_MIN;
+  const T* p = t.ptr<T>();
+  for (long r = std::max(h0, t.start[0]); r < std::min(h1, t.stop[0]); ++r)
+    for (long c = t.start[1]; c < t.stop[1]; ++c) {
+      const long v = static_cast<long>(p[r * t.s[0] + c * t.s[1]]);
+      if (v == skip) continue;
+      mn = v < mn ? v : mn;
+      mx = v > mx ? v : mx;
+    }
+  if (mx == LONG_MIN) { *lo = 0; *hi = 0; return; }  // nothing referenced
+  *lo = mn;
+  *hi = mx + 1;
 }
 
 struct Named {
