@@ -81,6 +81,19 @@ class Runtime:
             arr = self.pool[key][1]
         return self.view(arr, 2, arr.dtype.type)
 
+    def table_targets(self, offset_provider: dict, tag: str, h0: int, h1: int, skip: int | None) -> tuple[int, int]:
+        """[lo, hi) of the indices rows [h0, h1) of table `tag` hold (skip entries ignored; (0, 0)
+        when none): what a kernel over those rows reads of the target dimension. Computed once
+        per table array and row range (it synchronises the device), like the table's copy."""
+        arr = offset_provider[tag].ndarray
+        key = ("targets", tag, id(arr), h0, h1)
+        if key not in self.pool:
+            rows = arr[max(h0, 0) : h1]
+            if skip is not None:
+                rows = rows[rows != skip]
+            self.pool[key] = (arr, (int(rows.min()), int(rows.max()) + 1) if rows.size else (0, 0))
+        return self.pool[key][1]
+
     def temporary(self, name: str, hr: tuple[int, int] | None, kr: tuple[int, int] | None, dtype: type) -> tuple:
         h0, h1 = (int(hr[0]), int(hr[1])) if hr else (0, 1)
         k0, k1 = (int(kr[0]), int(kr[1])) if kr else (0, 1)

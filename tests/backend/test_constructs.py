@@ -356,6 +356,32 @@ def test_field_covering_only_what_the_neighbour_rows_reference(tiny_grid):
         )
 
 
+@pytest.mark.parametrize("vendor", ["cuda", "hip"])
+def test_gpu_host_plan_checks_field_extents(tiny_grid, vendor):
+    """The CUDA/HIP host plan checks what the C++ target checks (kernels run by CPU emulation)."""
+    from icoforge.backend.emulate import load_emulated
+    from icoforge.backend.gpu import gpu_artifact
+    from icoforge.backend.precompile import program_ir
+    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+
+    g, nk, n = tiny_grid, 10, 300
+    rows = g.connectivities["C2E"].asnumpy()[:n]
+    lo, hi = int(rows.min()), int(rows.max()) + 1
+    rng = np.random.default_rng(9)
+    e_data, w_data = rng.random((hi - lo, nk)), rng.random((g.num_cells, 3))
+    run = load_emulated(gpu_artifact(program_ir(c2e_sum_part, g.connectivities), vendor, ProgramSchedule(VENDOR_DEFAULTS[vendor])))
+    out = _poisoned([CellDim, KDim], (g.num_cells, nk))
+    e = gtx.as_field(gtx.domain({EdgeDim: (lo, hi), KDim: (0, nk)}), e_data.copy())
+    run(e, _as_field([CellDim, C2EDim], w_data), out, gtx.int32(n), offset_provider=g.connectivities)
+    np.testing.assert_allclose(out.asnumpy()[:n], np.einsum("cj,cjk->ck", w_data[:n], e_data[rows - lo]), rtol=1e-13, atol=0)
+    short = gtx.as_field(gtx.domain({EdgeDim: (lo, hi - 1), KDim: (0, nk)}), e_data[:-1].copy())
+    with pytest.raises(IcoforgeError, match=rf"field 'e' covers Edge \[{lo}, {hi - 1}\) but the kernel accesses \[{lo}, {hi}\)"):
+        run(short, _as_field([CellDim, C2EDim], w_data), out, gtx.int32(n), offset_provider=g.connectivities)
+    few_cells = _as_field([CellDim, C2EDim], w_data[: n - 1])
+    with pytest.raises(IcoforgeError, match=r"field 'w' covers Cell"):
+        run(e, few_cells, out, gtx.int32(n), offset_provider=g.connectivities)
+
+
 def test_field_of_the_wrong_shape_is_refused(tiny_grid):
     g, nk = tiny_grid, 10
     rng = np.random.default_rng(0)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 
 from icoforge.backend import ir
+from icoforge.backend.access import kernel_access_lists
 from icoforge.backend.codegen.common import ExprRenderer, cname, render_stmts
 from icoforge.backend.schedule import KernelLaunch, ProgramSchedule, amd_waves_per_eu, resolve
 
@@ -395,6 +396,12 @@ def _idx32(kernel, name, view, ranges):
     return (view[0], *(np.int32(s) for s in view[1:]))
 
 
+def _require(kernel, name, dim, have, lo, hi):
+    """The field must hold [lo, hi) along `dim` (as the C++ target's icf::require)."""
+    if lo < hi and hi >= 0 and (lo < have[0] or hi > have[1]):
+        raise IcoforgeError(f"{kernel}: field {name!r} covers {dim} [{have[0]}, {have[1]}) but the kernel accesses [{lo}, {hi})")
+
+
 def _points32(kernel, last):
     if last > I32_MAX:
         raise ScheduleError(f"{kernel}: index_bits=32, but thread indices reach {last:,} (> 2**31 - 1): use index_bits=64")
@@ -430,9 +437,9 @@ def render_host_plan(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: s
         "import math",
         "import numpy as np",
         "from icoforge.backend.schedule import ScheduleError",
+        "from icoforge.errors import IcoforgeError",
     ]
-    if any(la.schedule.index_bits == 32 for la in launches.values()):
-        lines += HOST_HELPERS.splitlines()
+    lines += HOST_HELPERS.splitlines()  # _ranges and _require: the bounds checks of every kernel
     lines += ["", "def launch(args, offset_provider, kernels, rt):"]
     names = [cname(p.name) for p in program.params]
     lines.append(f"    ({', '.join(names)},) = args" if names else "    pass")
@@ -453,6 +460,36 @@ def render_host_plan(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: s
         lines.append(f"    v_{t.name} = rt.temporary({t.name!r}, {h}, {kk}, {NP_TYPES[t.dtype]})")
         ranges[t.name] = "[" + ", ".join(x for x in (h, kk) if x != "None") + "]"
 
+    for name in ranges:
+        lines.append(f"    r_{name} = {ranges[name]}")
+    tables = {t.name: t for t in program.tables}
+    dim_size = {dim: f"int(offset_provider[{tag!r}].ndarray.shape[0])" for dim, tag in program.dim_size_tables}
+
+    def checks(k: ir.Kernel, ind: str) -> None:
+        """Every unconditional access of the kernel inside the extent of its field (a field of the
+        wrong shape is an error, never an out-of-bounds read on the device)."""
+        scanned: set[str] = set()
+        for (field, d), accesses in kernel_access_lists(k, program, unconditional_only=True).items():
+            dim = program.field(field).dims[d]
+            for acc in accesses:
+                rng = None
+                if acc.kind == "h":
+                    rng = ("h0", "h1")
+                elif acc.kind == "k":
+                    rng = (f"k0 + ({acc.lo})", f"k1 + ({acc.hi})")
+                elif acc.kind == "table" and acc.own_row:
+                    if acc.table not in scanned:
+                        scanned.add(acc.table)
+                        skip = tables[acc.table].skip_value
+                        lines.append(f"{ind}t_{acc.table} = rt.table_targets(offset_provider, {acc.table!r}, h0, h1, {skip})")
+                    rng = (f"t_{acc.table}[0]", f"t_{acc.table}[1]")
+                elif acc.kind == "table" and tables[acc.table].target_dim in dim_size:
+                    rng = ("0", dim_size[tables[acc.table].target_dim])
+                elif acc.kind == "const":
+                    rng = (str(acc.lo), str(acc.lo + 1))
+                if rng is not None:
+                    lines.append(f"{ind}_require({k.name!r}, {field!r}, {dim!r}, r_{field}[{d}], {rng[0]}, {rng[1]})")
+
     def steps(ss: tuple[ir.Step, ...], ind: str) -> None:
         for s in ss:
             if isinstance(s, ir.Kernel):
@@ -463,6 +500,7 @@ def render_host_plan(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: s
                 k0, k1 = (hr(d.k_start), hr(d.k_end)) if d.k_start is not None else ("0", "1")
                 lines.append(f"{ind}h0, h1, k0, k1 = int({h0}), int({h1}), int({k0}), int({k1})")
                 lines.append(f"{ind}if h0 < h1 and k0 < k1:")
+                checks(s, ind + "    ")
                 for p, v in s.args:
                     lines.append(f"{ind}    s_{p.name} = {NP_TYPES[p.dtype]}({hr(v)})")
                 grid, block, last = launch_grid(la)
