@@ -112,3 +112,43 @@ def kernel_accesses(
             elif acc.kind == "table":  # a neighbour access needs more of the field than a direct one
                 out[key] = acc
     return out
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A field must hold [lo, hi) along dimension `d` before a kernel runs. The bounds are
+    symbolic: "h0"/"h1"/"k0"/"k1" (the kernel's domain, plus `offset` for levels), "size" (the
+    run-time size of the target dimension), "table_lo"/"table_hi" (the indices rows [h0, h1) of
+    `table` hold) or an integer."""
+
+    field: str
+    d: int
+    dim: str
+    lo: str | int
+    hi: str | int
+    lo_offset: int = 0
+    hi_offset: int = 0
+    table: str | None = None  # own-row table to scan ("table_*") or whose target size to use ("size")
+
+
+def bounds_requirements(kernel: ir.Kernel, program: ir.ProgramIR, sized_dims: set[str]) -> list[Requirement]:
+    """What every target's host side checks before launching `kernel` (unconditional accesses
+    only); `sized_dims`: dimensions whose size the host knows at run time."""
+    tables = {t.name: t for t in program.tables}
+    out = []
+    for (field, d), accesses in kernel_access_lists(kernel, program, unconditional_only=True).items():
+        dim = program.field(field).dims[d]
+        for acc in accesses:
+            if acc.kind == "h":
+                out.append(Requirement(field, d, dim, "h0", "h1"))
+            elif acc.kind == "k":
+                out.append(Requirement(field, d, dim, "k0", "k1", acc.lo, acc.hi))
+            elif acc.kind == "table" and acc.own_row:
+                # exactly the indices rows [h0, h1) of the table hold: on limited-area grids GT4Py
+                # sizes temporaries to that, not to the whole dimension
+                out.append(Requirement(field, d, dim, "table_lo", "table_hi", table=acc.table))
+            elif acc.kind == "table" and tables[acc.table].target_dim in sized_dims:
+                out.append(Requirement(field, d, dim, 0, "size", table=acc.table))  # through another lookup
+            elif acc.kind == "const":
+                out.append(Requirement(field, d, dim, acc.lo, acc.lo + 1))
+    return out

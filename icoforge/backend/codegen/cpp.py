@@ -11,7 +11,7 @@ Layout of the generated file:
 from __future__ import annotations
 
 from icoforge.backend import ir
-from icoforge.backend.access import kernel_access_lists
+from icoforge.backend.access import Requirement, bounds_requirements
 from icoforge.backend.codegen.common import ExprRenderer, cname, ctype, render_stmts
 
 ITEMSIZE = {"float64": 8, "float32": 4, "int32": 4, "int64": 8, "bool": 1, "int8": 1, "uint8": 1,
@@ -132,31 +132,26 @@ def render_host_checks(k: ir.Kernel, program: ir.ProgramIR, indent: str) -> list
     dim_sizes = _dim_size_exprs(program)
     tables = {t.name: t for t in program.tables}
     scanned: set[str] = set()  # own-row tables whose target range is computed already
-    for (field, d), accesses in kernel_access_lists(k, program, unconditional_only=True).items():
-        dim = program.field(field).dims[d]
-        c = cname(field)
-        for acc in accesses:
-            rng = None
-            if acc.kind == "h":
-                rng = ("h0", "h1")
-            elif acc.kind == "k":
-                rng = (f"k0 + ({acc.lo})", f"k1 + ({acc.hi})")
-            elif acc.kind == "table" and acc.own_row:
-                # exactly the indices rows [h0, h1) of the table hold (limited-area grids: GT4Py
-                # sizes temporaries to that, not to the whole dimension)
-                tb, t = tables[acc.table], cname(acc.table)
-                if acc.table not in scanned:
-                    scanned.add(acc.table)
-                    skip = tb.skip_value if tb.skip_value is not None else "LONG_MIN"
-                    lines.append(f"{indent}long {t}_lo, {t}_hi;")
-                    lines.append(f"{indent}icf::table_targets<{ctype(tb.dtype)}>(a.{t}, h0, h1, {skip}, &{t}_lo, &{t}_hi);")
-                rng = (f"{t}_lo", f"{t}_hi")
-            elif acc.kind == "table" and tables[acc.table].target_dim in dim_sizes:
-                rng = ("0", dim_sizes[tables[acc.table].target_dim])  # through another lookup: any index
-            elif acc.kind == "const":
-                rng = (str(acc.lo), str(acc.lo + 1))
-            if rng is not None:
-                lines.append(f'{indent}if (!icf::require(a.{c}, {d}, {rng[0]}, {rng[1]}, "{field}", "{dim}", "{k.name}")) return nullptr;')
+
+    def bound(req: Requirement, which: str) -> str:
+        v, off = (req.lo, req.lo_offset) if which == "lo" else (req.hi, req.hi_offset)
+        if v in ("table_lo", "table_hi"):
+            return f"{cname(req.table)}_{v[6:]}"
+        if v == "size":
+            return dim_sizes[tables[req.table].target_dim]
+        return f"{v} + ({off})" if off else str(v)
+
+    for req in bounds_requirements(k, program, set(dim_sizes)):
+        if req.lo == "table_lo" and req.table not in scanned:
+            scanned.add(req.table)
+            tb, t = tables[req.table], cname(req.table)
+            skip = tb.skip_value if tb.skip_value is not None else "LONG_MIN"
+            lines.append(f"{indent}long {t}_lo, {t}_hi;")
+            lines.append(f"{indent}icf::table_targets<{ctype(tb.dtype)}>(a.{t}, h0, h1, {skip}, &{t}_lo, &{t}_hi);")
+        lines.append(
+            f'{indent}if (!icf::require(a.{cname(req.field)}, {req.d}, {bound(req, "lo")}, {bound(req, "hi")}, '
+            f'"{req.field}", "{req.dim}", "{k.name}")) return nullptr;'
+        )
     for t in k.tables_used():
         tb = tables[t]
         if tb.source_dim == k.domain.hdim:

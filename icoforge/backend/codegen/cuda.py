@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 
 from icoforge.backend import ir
-from icoforge.backend.access import kernel_access_lists
+from icoforge.backend.access import Requirement, bounds_requirements
 from icoforge.backend.codegen.common import ExprRenderer, cname, render_stmts
 from icoforge.backend.schedule import KernelLaunch, ProgramSchedule, amd_waves_per_eu, resolve
 
@@ -469,26 +469,23 @@ def render_host_plan(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: s
         """Every unconditional access of the kernel inside the extent of its field (a field of the
         wrong shape is an error, never an out-of-bounds read on the device)."""
         scanned: set[str] = set()
-        for (field, d), accesses in kernel_access_lists(k, program, unconditional_only=True).items():
-            dim = program.field(field).dims[d]
-            for acc in accesses:
-                rng = None
-                if acc.kind == "h":
-                    rng = ("h0", "h1")
-                elif acc.kind == "k":
-                    rng = (f"k0 + ({acc.lo})", f"k1 + ({acc.hi})")
-                elif acc.kind == "table" and acc.own_row:
-                    if acc.table not in scanned:
-                        scanned.add(acc.table)
-                        skip = tables[acc.table].skip_value
-                        lines.append(f"{ind}t_{acc.table} = rt.table_targets(offset_provider, {acc.table!r}, h0, h1, {skip})")
-                    rng = (f"t_{acc.table}[0]", f"t_{acc.table}[1]")
-                elif acc.kind == "table" and tables[acc.table].target_dim in dim_size:
-                    rng = ("0", dim_size[tables[acc.table].target_dim])
-                elif acc.kind == "const":
-                    rng = (str(acc.lo), str(acc.lo + 1))
-                if rng is not None:
-                    lines.append(f"{ind}_require({k.name!r}, {field!r}, {dim!r}, r_{field}[{d}], {rng[0]}, {rng[1]})")
+
+        def bound(req: Requirement, which: str) -> str:
+            v, off = (req.lo, req.lo_offset) if which == "lo" else (req.hi, req.hi_offset)
+            if v in ("table_lo", "table_hi"):
+                return f"t_{req.table}[{0 if v == 'table_lo' else 1}]"
+            if v == "size":
+                return dim_size[tables[req.table].target_dim]
+            return f"{v} + ({off})" if off else str(v)
+
+        for req in bounds_requirements(k, program, set(dim_size)):
+            if req.lo == "table_lo" and req.table not in scanned:
+                scanned.add(req.table)
+                skip = tables[req.table].skip_value
+                lines.append(f"{ind}t_{req.table} = rt.table_targets(offset_provider, {req.table!r}, h0, h1, {skip})")
+            lines.append(
+                f"{ind}_require({k.name!r}, {req.field!r}, {req.dim!r}, r_{req.field}[{req.d}], {bound(req, 'lo')}, {bound(req, 'hi')})"
+            )
 
     def steps(ss: tuple[ir.Step, ...], ind: str) -> None:
         for s in ss:
