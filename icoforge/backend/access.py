@@ -130,6 +130,18 @@ class Requirement:
     hi_offset: int = 0
     table: str | None = None  # own-row table to scan ("table_*") or whose target size to use ("size")
 
+    def bound_exprs(self, table_lo: str, table_hi: str, size: str) -> tuple[str, str]:
+        """(lo, hi) as target-language expressions, given how that target names the table's
+        scanned range and the dimension's size."""
+        named = {"table_lo": table_lo, "table_hi": table_hi, "size": size}
+
+        def one(v: str | int, offset: int) -> str:
+            if v in named:
+                return named[v]
+            return f"{v} + ({offset})" if offset else str(v)
+
+        return one(self.lo, self.lo_offset), one(self.hi, self.hi_offset)
+
 
 def bounds_requirements(kernel: ir.Kernel, program: ir.ProgramIR, sized_dims: set[str]) -> list[Requirement]:
     """What every target's host side checks before launching `kernel` (unconditional accesses

@@ -11,7 +11,7 @@ Layout of the generated file:
 from __future__ import annotations
 
 from icoforge.backend import ir
-from icoforge.backend.access import Requirement, bounds_requirements
+from icoforge.backend.access import bounds_requirements
 from icoforge.backend.codegen.common import ExprRenderer, cname, ctype, render_stmts
 
 ITEMSIZE = {"float64": 8, "float32": 4, "int32": 4, "int64": 8, "bool": 1, "int8": 1, "uint8": 1,
@@ -133,14 +133,6 @@ def render_host_checks(k: ir.Kernel, program: ir.ProgramIR, indent: str) -> list
     tables = {t.name: t for t in program.tables}
     scanned: set[str] = set()  # own-row tables whose target range is computed already
 
-    def bound(req: Requirement, which: str) -> str:
-        v, off = (req.lo, req.lo_offset) if which == "lo" else (req.hi, req.hi_offset)
-        if v in ("table_lo", "table_hi"):
-            return f"{cname(req.table)}_{v[6:]}"
-        if v == "size":
-            return dim_sizes[tables[req.table].target_dim]
-        return f"{v} + ({off})" if off else str(v)
-
     for req in bounds_requirements(k, program, set(dim_sizes)):
         if req.lo == "table_lo" and req.table not in scanned:
             scanned.add(req.table)
@@ -148,10 +140,10 @@ def render_host_checks(k: ir.Kernel, program: ir.ProgramIR, indent: str) -> list
             skip = tb.skip_value if tb.skip_value is not None else "LONG_MIN"
             lines.append(f"{indent}long {t}_lo, {t}_hi;")
             lines.append(f"{indent}icf::table_targets<{ctype(tb.dtype)}>(a.{t}, h0, h1, {skip}, &{t}_lo, &{t}_hi);")
-        lines.append(
-            f'{indent}if (!icf::require(a.{cname(req.field)}, {req.d}, {bound(req, "lo")}, {bound(req, "hi")}, '
-            f'"{req.field}", "{req.dim}", "{k.name}")) return nullptr;'
-        )
+        t = cname(req.table) if req.table else ""
+        size = dim_sizes.get(tables[req.table].target_dim, "") if req.table else ""
+        lo, hi = req.bound_exprs(f"{t}_lo", f"{t}_hi", size)
+        lines.append(f'{indent}if (!icf::require(a.{cname(req.field)}, {req.d}, {lo}, {hi}, "{req.field}", "{req.dim}", "{k.name}")) return nullptr;')
     for t in k.tables_used():
         tb = tables[t]
         if tb.source_dim == k.domain.hdim:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 
 from icoforge.backend import ir
-from icoforge.backend.access import Requirement, bounds_requirements
+from icoforge.backend.access import bounds_requirements
 from icoforge.backend.codegen.common import ExprRenderer, cname, render_stmts
 from icoforge.backend.schedule import KernelLaunch, ProgramSchedule, amd_waves_per_eu, resolve
 
@@ -470,22 +470,14 @@ def render_host_plan(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: s
         wrong shape is an error, never an out-of-bounds read on the device)."""
         scanned: set[str] = set()
 
-        def bound(req: Requirement, which: str) -> str:
-            v, off = (req.lo, req.lo_offset) if which == "lo" else (req.hi, req.hi_offset)
-            if v in ("table_lo", "table_hi"):
-                return f"t_{req.table}[{0 if v == 'table_lo' else 1}]"
-            if v == "size":
-                return dim_size[tables[req.table].target_dim]
-            return f"{v} + ({off})" if off else str(v)
-
         for req in bounds_requirements(k, program, set(dim_size)):
             if req.lo == "table_lo" and req.table not in scanned:
                 scanned.add(req.table)
                 skip = tables[req.table].skip_value
                 lines.append(f"{ind}t_{req.table} = rt.table_targets(offset_provider, {req.table!r}, h0, h1, {skip})")
-            lines.append(
-                f"{ind}_require({k.name!r}, {req.field!r}, {req.dim!r}, r_{req.field}[{req.d}], {bound(req, 'lo')}, {bound(req, 'hi')})"
-            )
+            size = dim_size.get(tables[req.table].target_dim, "") if req.table else ""
+            lo, hi = req.bound_exprs(f"t_{req.table}[0]", f"t_{req.table}[1]", size)
+            lines.append(f"{ind}_require({k.name!r}, {req.field!r}, {req.dim!r}, r_{req.field}[{req.d}], {lo}, {hi})")
 
     def steps(ss: tuple[ir.Step, ...], ind: str) -> None:
         for s in ss:
