@@ -144,10 +144,17 @@ class Requirement:
 
 
 def bounds_requirements(kernel: ir.Kernel, program: ir.ProgramIR, sized_dims: set[str]) -> list[Requirement]:
-    """What every target's host side checks before launching `kernel` (unconditional accesses
-    only); `sized_dims`: dimensions whose size the host knows at run time."""
+    """What every target's host side checks before launching `kernel`: its table rows and the
+    unconditional accesses of its fields; `sized_dims`: dimensions whose size the host knows at
+    run time. `Requirement.field` names a field or a table."""
     tables = {t.name: t for t in program.tables}
-    out = []
+    # the kernel's own rows of every table indexed by its horizontal point (checked first: the
+    # table ranges below are scanned from those rows)
+    out = [
+        Requirement(t, 0, tables[t].source_dim, "h0", "h1")
+        for t in kernel.tables_used()
+        if tables[t].source_dim == kernel.domain.hdim
+    ]
     for (field, d), accesses in kernel_access_lists(kernel, program, unconditional_only=True).items():
         dim = program.field(field).dims[d]
         for acc in accesses:

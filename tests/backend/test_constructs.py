@@ -380,6 +380,25 @@ def test_gpu_host_plan_checks_field_extents(tiny_grid, vendor):
     few_cells = _as_field([CellDim, C2EDim], w_data[: n - 1])
     with pytest.raises(IcoforgeError, match=r"field 'w' covers Cell"):
         run(e, few_cells, out, gtx.int32(n), offset_provider=g.connectivities)
+    c2e = g.connectivities["C2E"]
+    short_table = dict(g.connectivities)  # a C2E table without the domain's last cell
+    short_table["C2E"] = gtx.as_connectivity(domain=c2e.domain.dims, codomain=c2e.codomain, data=rows[:-1].copy(), skip_value=c2e.skip_value)
+    with pytest.raises(IcoforgeError, match=rf"field 'C2E' covers Cell \[0, {n - 1}\) but the kernel accesses \[0, {n}\)"):
+        run(e, _as_field([CellDim, C2EDim], w_data), out, gtx.int32(n), offset_provider=short_table)
+
+
+def test_table_without_the_domain_rows_is_refused(tiny_grid):
+    g, nk, n = tiny_grid, 10, 300
+    c2e = g.connectivities["C2E"]
+    short_table = dict(g.connectivities)  # a C2E table without the domain's last cell
+    short_table["C2E"] = gtx.as_connectivity(
+        domain=c2e.domain.dims, codomain=c2e.codomain, data=c2e.asnumpy()[: n - 1].copy(), skip_value=c2e.skip_value
+    )
+    rng = np.random.default_rng(10)
+    args = (_field([EdgeDim, KDim], (g.num_edges, nk), rng), _field([CellDim, C2EDim], (g.num_cells, 3), rng),
+            _poisoned([CellDim, KDim], (g.num_cells, nk)), gtx.int32(n))  # fmt: skip
+    with pytest.raises(IcoforgeError, match=rf"field 'C2E' covers Cell \[0, {n - 1}\) but the kernel accesses \[0, {n}\)"):
+        c2e_sum_part.with_backend(ICOFORGE)(*args, offset_provider=short_table)
 
 
 def test_field_of_the_wrong_shape_is_refused(tiny_grid):

@@ -144,10 +144,6 @@ def render_host_checks(k: ir.Kernel, program: ir.ProgramIR, indent: str) -> list
         size = dim_sizes.get(tables[req.table].target_dim, "") if req.table else ""
         lo, hi = req.bound_exprs(f"{t}_lo", f"{t}_hi", size)
         lines.append(f'{indent}if (!icf::require(a.{cname(req.field)}, {req.d}, {lo}, {hi}, "{req.field}", "{req.dim}", "{k.name}")) return nullptr;')
-    for t in k.tables_used():
-        tb = tables[t]
-        if tb.source_dim == k.domain.hdim:
-            lines.append(f'{indent}if (!icf::require(a.{cname(t)}, 0, h0, h1, "{t}", "{tb.source_dim}", "{k.name}")) return nullptr;')
     views = _views_of_kernel(k, program)
     written = [w for w, is_written in views if is_written]
     if written and len(views) > 1:
