@@ -646,16 +646,14 @@ class ProgramLowering:
     def _targets(self, node: itir.Expr) -> list[FieldArg]:
         if isinstance(node, itir.SymRef) and str(node.id) in self.tuple_fields:
             return list(self.tuple_fields[str(node.id)])
-        if isinstance(node, itir.SymRef):
-            return [self.fields[str(node.id)]]
+        if (field := self.field_named_by(node)) is not None:  # a field, or a tuple parameter's element
+            return [field]
         if isinstance(node, itir.FunCall) and getattr(node.fun, "id", None) == "make_tuple":
             return [t for a in node.args for t in self._targets(a)]
         if isinstance(node, itir.FunCall) and getattr(node.fun, "id", None) == "tuple_get":
             idx, tup = node.args
             if isinstance(tup, itir.FunCall) and getattr(tup.fun, "id", None) == "make_tuple":
                 return self._targets(tup.args[int(idx.value)])
-            if isinstance(tup, itir.SymRef) and str(tup.id) in self.tuple_fields:
-                return [self.tuple_fields[str(tup.id)][int(idx.value)]]
         raise UnsupportedConstructError(f"program {self.name!r}: assignment target {node}")
 
     def arg_value(self, node: itir.Expr, sl: StencilLowering) -> ArgValue:
