@@ -4,8 +4,7 @@ icon4py's geometry/interpolation/metric factories may use a GT4Py construct the 
 does not lower (until 2026-11-29: field operators writing tuples of fields; none in icon4py 0.4.1
 since). `with_fallback("icoforge-cpu", "gtfn_cpu")` compiles every program with the first backend
 and only those it rejects at translation time (`UnsupportedConstructError`, never wrong numbers)
-with the second. Name such a
-pair "icoforge-cpu+gtfn_cpu" wherever a backend name is taken.
+with the second. Name such a pair "icoforge-cpu+gtfn_cpu" wherever a backend name is taken.
 """
 
 from __future__ import annotations
