@@ -127,6 +127,14 @@ def bench(names, grid_name: str, levels: int, reps: int) -> list[dict]:
     return rows
 
 
+def read_names(spec: str) -> list[str]:
+    """Program names from "a,b" or "@file" (names separated by commas or lines; "#" comment lines)."""
+    text = spec
+    if spec.startswith("@"):
+        text = "\n".join(ln for ln in pathlib.Path(spec[1:]).read_text().splitlines() if not ln.lstrip().startswith("#"))
+    return [n.strip() for ln in text.splitlines() for n in ln.split(",") if n.strip()]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
@@ -141,11 +149,8 @@ def main() -> int:
         "static scalars too, so GT4Py's passes can be precomputed elsewhere and carried (.devcache)",
     )  # fmt: skip
     opts = ap.parse_args()
-    for key in ("programs", "gtfn_for"):  # "@file": names separated by commas or lines; "#" comment lines
-        v = getattr(opts, key)
-        if v.startswith("@"):
-            lines = [ln for ln in pathlib.Path(v[1:]).read_text().splitlines() if not ln.lstrip().startswith("#")]
-            setattr(opts, key, ",".join(n.strip() for ln in lines for n in ln.split(",") if n.strip()))
+    for key in ("programs", "gtfn_for"):
+        setattr(opts, key, ",".join(read_names(getattr(opts, key))))
     out = pathlib.Path(os.environ.get("OUT", "device-out"))
     out.mkdir(parents=True, exist_ok=True)
 

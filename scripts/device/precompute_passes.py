@@ -33,6 +33,8 @@ def _one(name: str, grid_name: str, levels: int, seed: int) -> tuple[str, str, f
 
 
 def main() -> None:
+    from gpu_verify_and_bench import read_names  # this script's folder is on sys.path
+
     from icoforge.suite.catalogue import program_names
 
     ap = argparse.ArgumentParser()
@@ -42,10 +44,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     opts = ap.parse_args()
     seeds = {k: int(v) for k, v in (kv.split("=") for kv in opts.seeds.split(",") if kv)}
-    if opts.programs.startswith("@"):
-        names = [ln.strip() for ln in open(opts.programs[1:]) if ln.strip() and not ln.startswith("#")]
-    else:
-        names = [n for n in opts.programs.split(",") if n] or list(program_names())
+    names = read_names(opts.programs) or list(program_names())
     ctx = multiprocessing.get_context("spawn")
     failed = 0
     with cf.ProcessPoolExecutor(max_workers=opts.jobs, mp_context=ctx) as pool:
