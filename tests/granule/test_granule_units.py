@@ -334,13 +334,15 @@ def _sequence(seed=0):
     return [{k: 1.0 + rng.random(s) for k, s in shapes.items()} for _ in verify.VERIFY_SEQUENCE]
 
 
-def test_golden_fingerprint_detects_a_single_wrong_value(tmp_path):
+@pytest.mark.parametrize("version", [1, 2])  # 1: dense random weights; 2: rank-one weights u[i] v[k]
+def test_golden_fingerprint_detects_a_single_wrong_value(tmp_path, version):
     from icoforge.granule import golden
 
     results = _sequence()
     path = tmp_path / "ref.json"
-    golden.write(path, "gtfn_cpu", {"grid": "X", "levels": 4}, results, {"date": "today"})
+    golden.write(path, "gtfn_cpu", {"grid": "X", "levels": 4}, results, {"date": "today"}, version=version)
     data = golden.load(path)
+    assert data["golden_version"] == version
     same = golden.compare_golden(results, data, "icoforge-cpu", 1e-12)
     assert same.passed and max(same.worst().values()) == 0.0 and same.reference == "gtfn_cpu (recorded)"
     noisy = [{k: v * (1 + 1e-14) for k, v in r.items()} for r in results]
@@ -391,3 +393,11 @@ def test_two_recorded_fingerprints_compare(tmp_path):
         golden.compare_fingerprints(other, ref, rtol=1e-12)
     (tmp_path / "a.json").write_text(json.dumps(ref))
     assert golden._main(["compare", str(tmp_path / "a.json"), str(tmp_path / "a.json")]) == 0
+    newer = copy.deepcopy(ref)
+    newer["golden_version"] = golden.GOLDEN_VERSION + 1
+    (tmp_path / "b.json").write_text(json.dumps(newer))
+    with pytest.raises(ValueError, match="golden version"):
+        golden.load(tmp_path / "b.json")
+    newer["golden_version"] = 2 if ref["golden_version"] == 1 else 1  # other projections: not comparable
+    with pytest.raises(ValueError, match="versions differ"):
+        golden.compare_fingerprints(newer, ref, rtol=1e-12)
