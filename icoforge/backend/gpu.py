@@ -9,6 +9,8 @@ are reused across calls (no allocation per call once sizes are known).
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 import time
 from typing import Any
 
@@ -156,6 +158,9 @@ class GPUArtifact:
         program.icoforge_runtime = rt  # type: ignore[attr-defined]
         program.icoforge_kernels = kernels  # type: ignore[attr-defined]  # CuPy functions: num_regs, local_size_bytes
         program.icoforge_load_seconds = time.perf_counter() - t0  # type: ignore[attr-defined]
+        if os.environ.get("ICOFORGE_TRACE"):
+            print(f"[icoforge {time.strftime('%H:%M:%S')}] {self.program_name}: {len(kernels)} kernels loaded "
+                  f"(NVRTC or CuPy's disk cache) in {program.icoforge_load_seconds:.2f} s", file=sys.stderr, flush=True)  # fmt: skip
         return program
 
 
@@ -176,7 +181,8 @@ class GPUExecutor:
         t0 = time.perf_counter()
         tr, hit = translate(inp)
         program = tr.program
-        return gpu_artifact(program, self.vendor, self.schedule, (("translate", time.perf_counter() - t0),))
+        timings = (("translate", time.perf_counter() - t0), ("translation_cache_hit", float(hit)))
+        return gpu_artifact(program, self.vendor, self.schedule, timings)
 
 
 def gpu_artifact(program: ir.ProgramIR, vendor: str, schedule: ProgramSchedule, timings=()) -> GPUArtifact:

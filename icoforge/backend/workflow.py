@@ -14,6 +14,7 @@ import importlib.util
 import os
 import pathlib
 import pickle
+import sys
 import time
 from typing import Any
 
@@ -78,7 +79,23 @@ def translate(inp: definitions.CompilableProgramDef, use_cache: bool = True) -> 
     op_type = common.offset_provider_to_type(inp.args.offset_provider)
     prog = lower.lower_program(transformed, inp.args.args, op_type)
     prog = hoist.hoist_program(prog)
+    if trace_dir := os.environ.get("ICOFORGE_TRACE"):
+        _trace_translation(trace_dir, inp, hit, t1 - t0, time.perf_counter() - t1)
     return Translation(prog, 0.0 if hit else t1 - t0, time.perf_counter() - t1, hit), hit
+
+
+def _trace_translation(trace_dir: str, inp: definitions.CompilableProgramDef, hit: bool, passes_s: float, lower_s: float) -> None:
+    """ICOFORGE_TRACE=DIR: one line per translation on stderr, and on a passes-cache miss the GTIR
+    that missed (DIR/<program>-<key>.gtir), to find out on another machine why a carried cache
+    did not serve it (a static argument with other last bits, another GT4Py, ...)."""
+    key = passes_key(inp)
+    name = getattr(inp.data, "id", "?")
+    passes = "passes cached" if hit else f"passes computed in {passes_s:.1f} s"
+    print(f"[icoforge {time.strftime('%H:%M:%S')}] {name}: {passes}, lowered in {lower_s:.2f} s (key {key[:12]})", file=sys.stderr, flush=True)
+    if not hit:
+        path = pathlib.Path(trace_dir)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / f"{name}-{key}.gtir").write_text(str(inp.data))
 
 
 _MAGIC = b"icoforge-gtir-v1\n"

@@ -7,6 +7,7 @@ import argparse
 import json
 import pathlib
 import sys
+import time
 
 from rich.console import Console
 
@@ -131,8 +132,13 @@ def cmd_greenline(args: argparse.Namespace) -> int:
     ) as bar:
         task = bar.add_task("starting", total=None)
 
+        started, last_phase = time.perf_counter(), [""]
+
         def progress(what: str, done: int, total: int) -> None:
             bar.update(task, description=what, completed=done, total=total or None)
+            if not console.is_terminal and what != last_phase[0]:  # a log file gets the phases, timed
+                last_phase[0] = what
+                console.print(f"[{time.perf_counter() - started:6.0f} s] {what}", highlight=False)
 
         report = run_greenline(opts, progress=progress, log=lambda text: bar.console.print(text, highlight=False))
 

@@ -153,3 +153,21 @@ def test_pass_cache_key_ignores_source_locations_but_not_the_program(tiny_grid):
     c2e = bigger["C2E"]
     bigger["C2E"] = gtx.as_connectivity(domain=c2e.domain.dims, codomain=c2e.codomain, data=np.concatenate([c2e.ndarray, c2e.ndarray]), skip_value=c2e.skip_value)
     assert workflow.passes_key(compilable_program(twice, bigger)) != workflow.passes_key(inp)
+
+
+def test_gpu_executor_reports_its_translation_cache_hits(tiny_grid, tmp_path, monkeypatch, capsys):
+    """The granule's setup table counts cache hits from the artifacts' timings: the CUDA executor
+    records them as the C++ one does (the H200 run of 2026-11-30 showed 0/20 with every pass
+    cached). With ICOFORGE_TRACE each translation is logged and a miss leaves its GTIR behind."""
+    from icoforge.backend.gpu import GPUExecutor
+
+    monkeypatch.setenv("ICOFORGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("ICOFORGE_TRACE", str(tmp_path / "trace"))
+    inp = compilable_program(twice, tiny_grid.connectivities)
+    first = dict(GPUExecutor("cuda")(inp).timings)  # generates source only: no GPU needed
+    second = dict(GPUExecutor("cuda")(inp).timings)
+    assert (first["translation_cache_hit"], second["translation_cache_hit"]) == (0.0, 1.0)
+    log = capsys.readouterr().err.splitlines()
+    assert "twice: passes computed in" in log[0] and "twice: passes cached" in log[1]
+    (missed,) = (tmp_path / "trace").glob("twice-*.gtir")
+    assert missed.name == f"twice-{workflow.passes_key(inp)}.gtir" and "twice" in missed.read_text()
