@@ -24,5 +24,7 @@ deadline() {
   local left=$(( at - ($(date +%s) - ICF_T0) ))
   sleep $(( left > 0 ? left : 0 ))
   stamp "deadline: stopping ($pattern)"
-  pkill -f "$pattern"
+  # and keep stopping: a step of a chain that starts after the deadline is stopped too (s4: the
+  # granule roofline, started right after its greenline was stopped, ran into the tool's limit)
+  while true; do pkill -f "$pattern"; sleep 1; done
 }

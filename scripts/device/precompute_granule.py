@@ -1,7 +1,8 @@
 """Fill the GT4Py-passes cache here for the device's greenline runs: builds icon4py's granule
 exactly as `icoforge greenline` does (same static fields, same compiled variants), but with a
 backend that only runs GT4Py's passes (icoforge.backend.precompile.passes_only_backend), so no
-C++ is compiled; only the construction runs (it submits the compile jobs), no step.
+C++ is compiled; construction and one no-op call of each substep variant (icon4py compiles some
+programs lazily at their first call).
 
     .venv/bin/python scripts/device/precompute_granule.py R2B6/80 REGIONAL/80 [--all-variants]
     scripts/device/pack_cache.sh        # then carry .devcache
@@ -22,12 +23,15 @@ def main() -> None:
     from icoforge.backend.precompile import passes_only_backend
     from icoforge.granule.fields import build_static_fields
     from icoforge.granule.greenline import DEFAULT_FACTORY_BACKEND
+    from icoforge.granule.runner import Granule
+    from icoforge.granule.state import initial_state
     from icoforge.granule.solver import build_solver, grid_for_backend
     from icoforge.grids import load_grid
 
     ap = argparse.ArgumentParser()
     ap.add_argument("configs", nargs="+", help="GRID/LEVELS")
     ap.add_argument("--all-variants", action="store_true", help="not --only-used-variants")
+    ap.add_argument("--construct-only", action="store_true", help="no first calls (programs compiled lazily are missed)")
     opts = ap.parse_args()
     backend = passes_only_backend()
     for spec in opts.configs:
@@ -36,12 +40,30 @@ def main() -> None:
         grid = load_grid(name, levels=int(levels), show_progress=False)
         static = build_static_fields(grid, DEFAULT_FACTORY_BACKEND, on_status=lambda s: print(f"  {spec}: {s}", flush=True))
         print(f"{spec}: static fields {'cached' if static.cached else 'computed'} after {time.perf_counter() - t0:.0f} s", flush=True)
-        # construction submits the compile jobs (icon4py's setup_program); no state, no steps:
-        # on this 23 GB workstation the R2B6/80 fields plus a state plus a first step ran out of memory
-        solver = build_solver(grid_for_backend(grid, False), static, backend, only_used_variants=not opts.all_variants)
-        gtx.wait_for_compilation()
-        print(f"{spec}: passes done after {time.perf_counter() - t0:.0f} s (programs compiled lazily at their first call are not covered)", flush=True)
-        del solver, static
+        before = _entries()
+        if opts.construct_only:
+            # construction submits the compile jobs (icon4py's setup_program); programs compiled
+            # lazily at their first call are not covered
+            solver = build_solver(grid_for_backend(grid, False), static, backend, only_used_variants=not opts.all_variants)
+            gtx.wait_for_compilation()
+            del solver
+        else:
+            # construction and one call of each substep variant: the calls do nothing (the
+            # backend's programs are no-ops), so memory stays at fields + state, but the programs
+            # icon4py compiles lazily at their first call get their passes too
+            g = Granule("icoforge-cpu", grid, static, initial_state(static, int(levels)), only_used_variants=not opts.all_variants)
+            g.backend = backend
+            g.setup()
+            del g
+        added = len(_entries() - before)
+        print(f"{spec}: passes done after {time.perf_counter() - t0:.0f} s; {added} new cache entries", flush=True)
+        del static
+
+
+def _entries() -> set[str]:
+    from icoforge.cache import cache_dir
+
+    return {p.name for p in cache_dir("gt4py-passes").glob("*.pkl")}
 
 if __name__ == "__main__":
     main()

@@ -29,6 +29,9 @@ source scripts/device/lib.sh
 set -u
 export PYTHONUNBUFFERED=1
 export GT4PY_BUILD_CACHE_LIFETIME=persistent GT4PY_BUILD_CACHE_DIR=/tmp/gt4py-cache
+# every translation (passes cached or computed) and every module load on stderr, with the time;
+# the GTIR of a passes-cache miss under trace/ (to see why a carried cache did not serve it)
+export ICOFORGE_TRACE=${WORK:-/tmp/work}/trace
 [ "${ICF_LOCAL:-0}" != 1 ] && [ -d .devcache ] && [ -n "${ICOFORGE_CACHE:-}" ] && cp -r .devcache/. "$ICOFORGE_CACHE"/ \
   && echo "carried cache: $(ls .devcache/gt4py-passes | wc -l) pass results"
 W=${WORK:-/tmp/work}; mkdir -p $W
