@@ -20,7 +20,7 @@ from gt4py.next import common
 from gt4py.next.otf import definitions, stages
 
 from icoforge.backend import ir
-from icoforge.backend.codegen.cuda import render_host_plan, render_module_gpu
+from icoforge.backend.codegen.cuda import kernel_function_names, render_host_plan, render_module_gpu
 from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, resolve
 from icoforge.backend.workflow import translate
 from icoforge.errors import IcoforgeError
@@ -192,7 +192,7 @@ def gpu_artifact(program: ir.ProgramIR, vendor: str, schedule: ProgramSchedule, 
         vendor=vendor,
         module_source=render_module_gpu(program, schedule, vendor),
         host_plan=render_host_plan(program, schedule, vendor),
-        kernel_names=tuple(k.name for k in program.kernels()),
+        kernel_names=kernel_function_names(program, schedule, vendor),
         options=nvrtc_options(vendor),
         timings=tuple(timings),
         program_ir=program,

@@ -24,7 +24,7 @@ from icoforge.backend import ir
 from icoforge.errors import IcoforgeError
 
 MAX_THREADS_PER_BLOCK = 1024
-INDEX_BITS = (32, 64)
+INDEX_BITS = (32, 64, "auto")  # "auto": 32-bit kernels, and 64-bit twins for calls that need them
 # Static shared memory per block: CUDA caps it at 48 KiB (more needs dynamic shared memory and an
 # opt-in attribute); AMD's LDS is 64 KiB per work-group.
 SMEM_LIMIT_BYTES = {"cuda": 48 * 1024, "hip": 64 * 1024}
@@ -51,7 +51,7 @@ class Schedule:
     smem_tables: tuple[str, ...] = ()  # neighbour tables staged in shared memory ("*": all)
     max_registers: int | None = None  # register cap per thread (CUDA __maxnreg__, HIP waves/EU)
     min_blocks_per_sm: int | None = None  # CUDA: __launch_bounds__(threads, N); HIP: waves/EU
-    index_bits: int = 64  # type of index arithmetic in the kernel: 32 (int) or 64 (long long)
+    index_bits: int | str = 64  # index arithmetic: 32 (int), 64 (long long), or "auto" (32 where the call fits)
     chiplet_remap: bool = False  # consecutive blocks on one chiplet (XCD) of MI300
     chiplets: int = 8  # chiplets the hardware deals blocks to round-robin (MI300A/X: 8)
 
@@ -80,7 +80,7 @@ class Schedule:
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ScheduleError(f"{where}: {name} must be an integer >= 1, got {v!r}")
         if self.index_bits not in INDEX_BITS:
-            raise ScheduleError(f"{where}: index_bits must be 32 or 64, got {self.index_bits!r}")
+            raise ScheduleError(f"{where}: index_bits must be 32, 64 or 'auto', got {self.index_bits!r}")
         if self.max_registers is not None and not 16 <= self.max_registers <= 255:
             raise ScheduleError(f"{where}: max_registers must be in [16, 255], got {self.max_registers}")
         if self.min_blocks_per_sm is not None and self.min_blocks_per_sm < 1:
@@ -155,6 +155,8 @@ def parse_value(name: str, value: str) -> Any:
             return tuple(x for x in value.split(",") if x and x != "-")
         if name in ("max_registers", "min_blocks_per_sm"):
             return None if value.lower() in ("", "none", "-") else int(value)
+        if name == "index_bits" and value.lower() == "auto":
+            return "auto"
         if name == "chiplet_remap":
             if value.lower() in ("1", "true", "yes", "on"):
                 return True

@@ -68,7 +68,9 @@ def kernel_count(callable_: Any) -> int | None:
         return None
     names = getattr(artifact, "kernel_names", None)  # GPU artifact
     if names is not None:
-        return len(names)
+        from icoforge.backend.codegen.cuda import WIDE_SUFFIX
+
+        return len([n for n in names if not n.endswith(WIDE_SUFFIX)])  # not the 64-bit twins
     module_path = getattr(artifact, "module_path", None)  # CPU artifact: the source's header
     if module_path is None:
         return None

@@ -82,6 +82,14 @@ def _nvtx():
         return None
 
 
+def _kernel_name(kernel: Any) -> str:
+    """The IR kernel's name: the 64-bit twin of an index_bits="auto" kernel is timed as the kernel."""
+    from icoforge.backend.codegen.cuda import WIDE_SUFFIX
+
+    name = getattr(kernel, "name", None) or repr(kernel)
+    return name.removesuffix(WIDE_SUFFIX)  # kernel names end in _k<number>: only twins end in the suffix
+
+
 class KernelTimer:
     """Events around every launch of one `Runtime` (icoforge.backend.gpu). Off until attached."""
 
@@ -94,7 +102,7 @@ class KernelTimer:
         cp, inner = rt.cp, type(rt).launch  # the class's launch: never wraps a wrapper
 
         def launch(kernel: Any, grid: tuple, block: tuple, args: tuple) -> None:
-            name = getattr(kernel, "name", None) or repr(kernel)
+            name = _kernel_name(kernel)
             start, end = cp.cuda.Event(), cp.cuda.Event()
             # the stream the kernel goes to (CuPy's current one unless the runtime has its own):
             # an event on another stream would not wait for the work queued before the kernel

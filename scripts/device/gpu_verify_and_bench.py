@@ -30,7 +30,8 @@ BIG_FOUR = (
 )
 
 
-def _verify_task(name: str, with_gtfn: bool, seeds: dict[str, int] | None = None) -> list[dict]:
+def _verify_task(name: str, with_gtfn: bool, seeds: dict[str, int] | None = None, schedule: str = "") -> list[dict]:
+    """`schedule`: a ProgramSchedule as JSON for icoforge-cuda (default: the vendor default)."""
     os.environ.setdefault("OMP_NUM_THREADS", "2")
     from icoforge.grids import load_grid
     from icoforge.suite.catalogue import get_program
@@ -38,12 +39,20 @@ def _verify_task(name: str, with_gtfn: bool, seeds: dict[str, int] | None = None
 
     info = get_program(name)
     rows = []
-    cases = [("R2B4", 80, "icoforge-cuda", "icoforge-cpu"), ("R2B6", 80, "icoforge-cuda", "icoforge-cpu")]
+    cuda: object = "icoforge-cuda"
+    if schedule:
+        from icoforge.backend.gpu import make_gpu_backend
+        from icoforge.backend.schedule import ProgramSchedule
+
+        cuda = make_gpu_backend("cuda", ProgramSchedule.from_json(json.loads(schedule)))
+    cases = [("R2B4", 80, cuda, "icoforge-cpu"), ("R2B6", 80, cuda, "icoforge-cpu")]
     if with_gtfn:
         cases.insert(0, ("R2B4", 80, "icoforge-cpu", "gtfn_cpu"))
     for grid_name, levels, test, ref in cases:
         t0 = time.perf_counter()
-        row = {"program": name, "grid": grid_name, "levels": levels, "backend": test, "reference": ref}
+        row = {"program": name, "grid": grid_name, "levels": levels, "backend": test if isinstance(test, str) else "icoforge-cuda", "reference": ref}
+        if schedule and test is cuda:
+            row["schedule"] = json.loads(schedule)
         try:
             g = load_grid(grid_name, levels=levels, show_progress=False)
             seed = (seeds or {}).get(grid_name)
@@ -148,7 +157,13 @@ def main() -> int:
         help="GRID=SEED,...: input seed per grid (default: fresh from os.urandom per case). A seed fixes the "
         "static scalars too, so GT4Py's passes can be precomputed elsewhere and carried (.devcache)",
     )  # fmt: skip
+    ap.add_argument("--schedule", default="", metavar="JSON",
+                    help='icoforge-cuda\'s ProgramSchedule, e.g. \'{"default": {"block": [32, 8], "index_bits": "auto"}}\'')  # fmt: skip
     opts = ap.parse_args()
+    if opts.schedule:  # refused here, before any worker starts
+        from icoforge.backend.schedule import ProgramSchedule
+
+        ProgramSchedule.from_json(json.loads(opts.schedule))
     for key in ("programs", "gtfn_for"):
         setattr(opts, key, ",".join(read_names(getattr(opts, key))))
     out = pathlib.Path(os.environ.get("OUT", "device-out"))
@@ -168,7 +183,7 @@ def main() -> int:
         with cf.ProcessPoolExecutor(opts.jobs, mp_context=ctx) as pool, open(out / "verify.jsonl", "w") as log:
             gtfn = set(names) if opts.gtfn_for == "all" else set(opts.gtfn_for.split(",")) - {"none"}
             seeds = {k: int(v) for k, v in (kv.split("=") for kv in opts.seeds.split(",") if kv)}
-            futs = {pool.submit(_verify_task, n, n in gtfn, seeds): n for n in names}
+            futs = {pool.submit(_verify_task, n, n in gtfn, seeds, opts.schedule): n for n in names}
             for fut in cf.as_completed(futs):
                 try:
                     got = fut.result()

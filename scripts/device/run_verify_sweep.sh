@@ -11,7 +11,8 @@
 # timings never share the GPU with each other or with the verification.
 # $OUT gets all.tgz (everything), side_by_side.md and verify.log; the last lines printed are the
 # short tables.
-# Knobs (environment): VERIFY_S, PYTEST_S, ALL_S (time limits), VERIFY_JOBS, VERIFY_FILE, PYTEST_PATHS
+# Knobs (environment): VERIFY_S, PYTEST_S, ALL_S (time limits), VERIFY_JOBS, VERIFY_FILE, PYTEST_PATHS,
+# VERIFY_SCHEDULE (icoforge-cuda's ProgramSchedule as JSON for the verification; default: vendor default)
 # (empty: no tests), DIAG=1 (+ DIAG_S): scripts/device/diag_events.py at the end,
 # PEERS ("BACKEND:PROGRAM:LEVELS ..."), SWEEP ("PROGRAMS LEVELS..."), ROOFLINE_BEFORE_S.
 # 2026-11-29 s3: sixteen peers + six verification workers + pytest ran the host out of memory
@@ -45,7 +46,8 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=c
   flock -x 9
   stamp "verification + GPU tests start"
   OMP_NUM_THREADS=3 timeout ${VERIFY_S:-280} python3 scripts/device/gpu_verify_and_bench.py --jobs ${VERIFY_JOBS:-4} --gtfn-for none \
-      --skip-bench --seeds R2B4=11,R2B6=12 --programs @${VERIFY_FILE:-scripts/device/verify-order.txt} > $W/verify.log 2>&1 &
+      --skip-bench --seeds R2B4=11,R2B6=12 --programs @${VERIFY_FILE:-scripts/device/verify-order.txt} \
+      ${VERIFY_SCHEDULE:+--schedule "$VERIFY_SCHEDULE"} > $W/verify.log 2>&1 &
   PYTEST_PATHS=${PYTEST_PATHS-tests/schedule tests/perf/test_gpu_timing.py}
   if [ -n "$PYTEST_PATHS" ]; then
     timeout ${PYTEST_S:-280} python3 -m pytest -m gpu $PYTEST_PATHS -q -n 2 -p no:cacheprovider > $W/pytest-gpu.log 2>&1 &

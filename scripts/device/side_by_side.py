@@ -245,11 +245,12 @@ def sweep_schedules(levels: int, full: bool) -> dict:
         "block64x4_kpt2": S(block=(64, 4), k_per_thread=2),
         "block128x1_kpt4_idx32": S(block=(128, 1), k_per_thread=4, index_bits=32),  # session 2's best predictor
         "idx32_unroll2": S(index_bits=32, k_unroll=2),
+        "block32x8_auto": S(block=(32, 8), index_bits="auto"),  # the candidate default (s4): should time as 32x8_idx32
     }
     chosen = {**alone, **pairs}
     if not full:  # the second level count: the knobs that matter most, to see how they scale
         keep = ("default", "block128x1", "block256", "block32x8", "kpt2", "kpt4", "unroll2", "hpt2", "smem",
-                "idx32", "maxreg64", "kpt4_idx32", "block32x8_idx32", "block128x1_kpt4_idx32")  # fmt: skip
+                "idx32", "maxreg64", "kpt4_idx32", "block32x8_idx32", "block128x1_kpt4_idx32", "block32x8_auto")  # fmt: skip
         chosen = {k: chosen[k] for k in keep}
     return {k: ProgramSchedule(default=s) for k, s in chosen.items()}
 

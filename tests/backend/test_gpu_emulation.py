@@ -33,6 +33,7 @@ SCHEDULES = {
     "hblock": Schedule(block=(64, 1), h_per_thread=3),
     "int32-chiplets": Schedule(index_bits=32, chiplet_remap=True, chiplets=8),
     "regcap": Schedule(block=(128, 1), max_registers=64),
+    "auto-index-32x8": Schedule(block=(32, 8), index_bits="auto"),  # the best schedule of the H200 sweeps
     "everything": Schedule(block=(32, 4), k_per_thread=3, k_unroll=2, h_per_thread=2, index_bits=32, chiplet_remap=True),
 }
 

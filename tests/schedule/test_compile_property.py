@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from icoforge.backend.codegen.cuda import PRELUDE
+from icoforge.backend.codegen.cuda import PRELUDE, WIDE_SUFFIX
 from icoforge.backend.gpu import gpu_artifact
 from icoforge.backend.gpu_check import find_hipcc, find_nvcc, hipcc_check, nvcc_check
 from icoforge.backend.schedule import (
@@ -40,7 +40,7 @@ def schedules(draw, tables: tuple[str, ...], vendor: str) -> Schedule:
         smem_tables=draw(st.sampled_from([(), ("*",), *((t,) for t in tables)])),
         max_registers=regs,
         min_blocks_per_sm=blocks,
-        index_bits=draw(st.sampled_from([32, 64])),
+        index_bits=draw(st.sampled_from([32, 64, "auto"])),
         chiplet_remap=draw(st.booleans()),
         chiplets=draw(st.integers(1, 8)),
     )
@@ -73,7 +73,9 @@ def one_unit(programs: dict, vendor: str, draw) -> tuple[str, dict]:
         src = gpu_artifact(program, vendor, ps).module_source
         parts.append(src if not parts else src.split(PRELUDE, 1)[1])
         launches.update(resolve(program, ps, vendor))
-    return "\n".join(parts), launches
+    # index_bits="auto" kernels come with a 64-bit twin of the same launch
+    twins = {n + WIDE_SUFFIX: la for n, la in launches.items() if la.schedule.index_bits == "auto"}
+    return "\n".join(parts), {**launches, **twins}
 
 
 @pytest.fixture(scope="module")

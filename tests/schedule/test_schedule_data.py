@@ -27,7 +27,8 @@ from icoforge.errors import UnknownNameError
         (dict(k_unroll=0), r"k_unroll must be an integer >= 1, got 0"),
         (dict(h_per_thread=-2), r"h_per_thread must be an integer >= 1, got -2"),
         (dict(chiplets=0), r"chiplets must be an integer >= 1"),
-        (dict(index_bits=16), r"index_bits must be 32 or 64, got 16"),
+        (dict(index_bits=16), r"index_bits must be 32, 64 or 'auto', got 16"),
+        (dict(index_bits="32"), r"index_bits must be 32, 64 or 'auto', got '32'"),
         (dict(max_registers=8), r"max_registers must be in \[16, 255\], got 8"),
         (dict(max_registers=300), r"max_registers must be in \[16, 255\]"),
         (dict(min_blocks_per_sm=0), r"min_blocks_per_sm must be >= 1"),
@@ -55,7 +56,7 @@ def legal_schedules():
         build,
         st.integers(1, 1024), st.sampled_from([1, 2, 4, 8]), st.integers(1, 16), st.integers(1, 8), st.integers(1, 8),
         st.sampled_from([(), ("*",), ("C2E",), ("E2C", "C2E")]), st.none() | st.integers(16, 255),
-        st.none() | st.integers(1, 8), st.sampled_from([32, 64]), st.booleans(), st.integers(1, 12),
+        st.none() | st.integers(1, 8), st.sampled_from([32, 64, "auto"]), st.booleans(), st.integers(1, 12),
     )  # fmt: skip
 
 
@@ -86,6 +87,8 @@ def test_settings_from_the_command_line():
     assert s == Schedule(block=(32, 8), k_per_thread=4, k_unroll=2, h_per_thread=3, smem_tables=("C2E", "E2C"),
                          max_registers=64, index_bits=32, chiplet_remap=True, chiplets=4)  # fmt: skip
     assert Schedule().with_settings(["block=256"]).block == (256, 1)
+    auto = Schedule().with_settings(["index_bits=AUTO"])
+    assert auto.index_bits == "auto" and Schedule.from_json(auto.to_json()) == auto
     assert s.with_settings(["max_registers=none", "smem_tables=-"]).max_registers is None
     with pytest.raises(UnknownNameError, match="Did you mean 'k_unroll'"):
         Schedule().with_settings(["k_unrol=2"])

@@ -201,7 +201,7 @@ def fake_field(shape, strides):
     return SimpleNamespace(ndarray=SimpleNamespace(shape=shape), domain=SimpleNamespace(ranges=ranges), strides=strides)
 
 
-def run_plan(program, schedule, c_strides, cells=5120, edges=7680, nk=10):
+def run_plan(program, schedule, c_strides, cells=5120, edges=7680, nk=10, kernels=None):
     art = gpu_artifact(program, "cuda", ProgramSchedule(schedule))
     ns: dict = {}
     exec(compile(art.host_plan, "<plan>", "exec"), ns)
@@ -209,7 +209,7 @@ def run_plan(program, schedule, c_strides, cells=5120, edges=7680, nk=10):
     out = fake_field((cells, nk), (1, cells))
     op = {"C2E": fake_field((cells, 3), (3, 1)), "E2C": fake_field((edges, 2), (2, 1))}
     rt = FakeRuntime()
-    ns["launch"]((c, out), op, {"chained_k0": "K"}, rt)
+    ns["launch"]((c, out), op, kernels or {"chained_k0": "K"}, rt)
     return rt.launches
 
 
@@ -227,3 +227,28 @@ def test_host_plan_grid_and_32_bit_index_checks(kind_irs):
     assert args[2] == 2**28
     with pytest.raises(ScheduleError, match=r"index_bits=32, but thread indices reach 2,147,483,648"):
         run_plan(prog, Schedule(index_bits=32), (1, 1), cells=2**31 - 16)
+
+
+def test_auto_index_bits_launch_the_64_bit_twin_only_when_a_call_needs_it(kind_irs):
+    prog = kind_irs["chained"]
+    art = gpu_artifact(prog, "cuda", ProgramSchedule(Schedule(index_bits="auto")))
+    assert art.kernel_names == ("chained_k0", "chained_k0_w")
+    sources = kernel_sources(art.module_source)
+    assert "long long" not in sources["chained_k0"] and "const long long c_s0" in sources["chained_k0_w"]
+    kernels = {"chained_k0": "K32", "chained_k0_w": "K64"}
+    ((kernel, _, _, args),) = run_plan(prog, Schedule(index_bits="auto"), (1, 5120), kernels=kernels)
+    assert kernel == "K32" and all(type(a) is np.int32 for a in args[1:3])
+    for strides, cells in (((1, 2**28), 5120), ((1, 1), 2**31 - 16)):  # field indices, thread indices
+        ((kernel, _, _, args),) = run_plan(prog, Schedule(index_bits="auto"), strides, cells=cells, kernels=kernels)
+        assert kernel == "K64" and all(type(a) is np.int64 for a in args[1:3])
+
+
+def test_a_64_bit_twin_counts_and_is_timed_as_its_kernel():
+    from types import SimpleNamespace
+
+    from icoforge.granule.instrument import kernel_count
+    from icoforge.perf.timing import _kernel_name
+
+    art = SimpleNamespace(kernel_names=("p_k0", "p_k0_w", "p_k1"))
+    assert kernel_count(SimpleNamespace(icoforge_artifact=art)) == 2
+    assert (_kernel_name(SimpleNamespace(name="p_k0_w")), _kernel_name(SimpleNamespace(name="p_k1"))) == ("p_k0", "p_k1")

@@ -14,7 +14,9 @@ comment line above each kernel states the schedule it got:
 - `smem_tables`: the block's rows of the named neighbour tables are copied to shared memory by
   all threads of the block (coalesced), then `__syncthreads()`; no thread returns before it;
 - `index_bits`: the type of indices and strides (`long long` or `int`); the host plan refuses a
-  32-bit kernel whose largest index could overflow;
+  32-bit kernel whose largest index could overflow. "auto" emits each kernel twice, the 32-bit one
+  under its name and a 64-bit twin under name + `WIDE_SUFFIX`; the host plan launches the twin
+  only for a call whose indices do not fit (a grid larger than ~2**31 points x levels);
 - `chiplet_remap`: the linear block number b (x fastest) becomes a permutation of b such that the
   blocks the hardware deals to one chiplet (b % n) get consecutive numbers;
 - launch bounds / register caps: `__launch_bounds__` or `__maxnreg__` (CUDA),
@@ -77,8 +79,26 @@ def kernel_attributes(launch: KernelLaunch, vendor: str) -> str:
     return f"__launch_bounds__({threads})"
 
 
+WIDE_SUFFIX = "_w"  # the 64-bit twin of an index_bits="auto" kernel (IR kernel names end in _k<number>)
+
+
 def index_type(launch: KernelLaunch) -> str:
     return "long long" if launch.schedule.index_bits == 64 else "int"
+
+
+def wide_twin(launch: KernelLaunch) -> KernelLaunch:
+    return dataclasses.replace(launch, schedule=launch.schedule.replace(index_bits=64))
+
+
+def kernel_function_names(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: str) -> tuple[str, ...]:
+    """The `__global__` functions of the module: every kernel, and the twins of "auto" kernels."""
+    launches = resolve(program, schedule, vendor)
+    names = []
+    for k in program.kernels():
+        names.append(k.name)
+        if launches[k.name].schedule.index_bits == "auto":
+            names.append(k.name + WIDE_SUFFIX)
+    return tuple(names)
 
 
 def kernel_signature(k: ir.Kernel, program: ir.ProgramIR, r: ExprRenderer, idx: str = "long long") -> list[str]:
@@ -329,6 +349,10 @@ def render_module_gpu(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: 
     for k in program.kernels():
         parts.append(render_kernel_gpu(k, program, launches[k.name], vendor))
         parts.append("")
+        if launches[k.name].schedule.index_bits == "auto":
+            twin = dataclasses.replace(k, name=k.name + WIDE_SUFFIX)
+            parts.append(render_kernel_gpu(twin, program, wide_twin(launches[k.name]), vendor))
+            parts.append("")
     return "\n".join(parts)
 
 
@@ -405,6 +429,13 @@ def _require(kernel, name, dim, have, lo, hi):
 def _points32(kernel, last):
     if last > I32_MAX:
         raise ScheduleError(f"{kernel}: index_bits=32, but thread indices reach {last:,} (> 2**31 - 1): use index_bits=64")
+
+
+def _fits32(last, views_and_ranges):
+    """index_bits="auto": may this call run the 32-bit kernel (thread and field indices < 2**31)?"""
+    if last > I32_MAX:
+        return False
+    return all(sum(max(abs(lo), abs(hi)) * abs(int(s)) for (lo, hi), s in zip(r, v[1:])) <= I32_MAX for v, r in views_and_ranges)
 '''
 
 
@@ -483,7 +514,7 @@ def render_host_plan(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: s
         for s in ss:
             if isinstance(s, ir.Kernel):
                 la = launches[s.name]
-                wide = la.schedule.index_bits == 64
+                bits = la.schedule.index_bits
                 d = s.domain
                 h0, h1 = (hr(d.h_start), hr(d.h_end)) if d.hdim else ("0", "1")
                 k0, k1 = (hr(d.k_start), hr(d.k_end)) if d.k_start is not None else ("0", "1")
@@ -493,17 +524,32 @@ def render_host_plan(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: s
                 for p, v in s.args:
                     lines.append(f"{ind}    s_{p.name} = {NP_TYPES[p.dtype]}({hr(v)})")
                 grid, block, last = launch_grid(la)
-                if not wide:
+                if bits == 32:
                     lines.append(f"{ind}    _points32({s.name!r}, {last})")
-                kargs = []
-                for kind, n in kernel_param_order(s, program):
-                    if kind in ("field", "table"):
-                        kargs.append(f"*v_{n}" if wide else f"*_idx32({s.name!r}, {n!r}, v_{n}, {ranges[n]})")
-                    else:
-                        dtype = next(p.dtype for p in s.params_used() if p.name == n)
-                        kargs.append(f"{NP_TYPES[dtype]}(s_{n})")
-                kargs += ["np.int32(h0)", "np.int32(h1)", "np.int32(k0)", "np.int32(k1)"]
-                lines.append(f"{ind}    rt.launch(kernels[{s.name!r}], {grid}, {block}, ({', '.join(kargs)},))")
+                arrays = [n for kind, n in kernel_param_order(s, program) if kind in ("field", "table")]
+
+                def kernel_args(wide: bool) -> str:
+                    kargs = []
+                    for kind, n in kernel_param_order(s, program):
+                        if kind in ("field", "table"):
+                            kargs.append(f"*v_{n}" if wide else f"*_idx32({s.name!r}, {n!r}, v_{n}, {ranges[n]})")
+                        else:
+                            dtype = next(p.dtype for p in s.params_used() if p.name == n)
+                            kargs.append(f"{NP_TYPES[dtype]}(s_{n})")
+                    kargs += ["np.int32(h0)", "np.int32(h1)", "np.int32(k0)", "np.int32(k1)"]
+                    return ", ".join(kargs)
+
+                def launch_line(name: str, wide: bool, at: str) -> str:
+                    return f"{at}rt.launch(kernels[{name!r}], {grid}, {block}, ({kernel_args(wide)},))"
+
+                if bits == "auto":  # the 32-bit kernel when this call's indices fit, else its twin
+                    fits = ", ".join(f"(v_{n}, r_{n})" for n in arrays)
+                    lines.append(f"{ind}    if _fits32({last}, [{fits}]):")
+                    lines.append(launch_line(s.name, False, ind + "        "))
+                    lines.append(f"{ind}    else:")
+                    lines.append(launch_line(s.name + WIDE_SUFFIX, True, ind + "        "))
+                else:
+                    lines.append(launch_line(s.name, bits == 64, ind + "    "))
             else:
                 lines.append(f"{ind}if {hr(s.cond)}:")
                 n = len(lines)
