@@ -24,3 +24,7 @@ class UnknownNameError(IcoforgeError, KeyError):
 
 class UnsupportedConstructError(IcoforgeError):
     """A GT4Py construct the icoforge backend does not lower (a compile-time error, never wrong numbers)."""
+
+
+class CallArgumentError(IcoforgeError, ValueError):
+    """A compiled program called with an argument of the wrong kind (e.g. a tuple of the wrong length)."""

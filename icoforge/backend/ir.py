@@ -16,6 +16,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Iterator, Union
 
+from icoforge.errors import CallArgumentError
+
 # dtype names are GT4Py's scalar kind names, lower case: float64, float32, int32, int64, bool, ...
 FLOAT_DTYPES = ("float64", "float32")
 
@@ -521,7 +523,7 @@ def flat_call_args(args: tuple, tuple_params: tuple[tuple[int, int], ...], progr
             continue
         if not isinstance(a, tuple) or len(a) != n:
             got = f"a tuple of {len(a)}" if isinstance(a, tuple) else type(a).__name__
-            raise ValueError(f"{program}: argument {position + 1} must be a tuple of {n} fields, got {got}")
+            raise CallArgumentError(f"{program}: argument {position + 1} must be a tuple of {n} fields, got {got}")
         flat.extend(a)
     return tuple(flat)
 

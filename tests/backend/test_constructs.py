@@ -325,9 +325,10 @@ def test_tuple_of_fields_through_the_gpu_host_plan(tiny_grid, vendor):
 
 def test_tuple_argument_of_the_wrong_length_is_refused():
     from icoforge.backend.ir import flat_call_args
+    from icoforge.errors import CallArgumentError
 
     assert flat_call_args((1, (2, 3), 4), ((1, 2),), "p") == (1, 2, 3, 4)
-    with pytest.raises(ValueError, match="argument 2 must be a tuple of 3 fields, got a tuple of 2"):
+    with pytest.raises(CallArgumentError, match="argument 2 must be a tuple of 3 fields, got a tuple of 2"):
         flat_call_args((1, (2, 3)), ((1, 3),), "p")
 
 
