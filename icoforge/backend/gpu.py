@@ -73,15 +73,14 @@ class Runtime:
     def table(self, offset_provider: dict, tag: str) -> tuple:
         if tag not in offset_provider:
             raise IcoforgeError(f"{self.program}: offset_provider lacks connectivity {tag!r}")
-        conn = offset_provider[tag]
-        arr = conn.ndarray
-        if not isinstance(arr, self.cp.ndarray):
-            # a CPU grid's table: copied to the device once and kept (keyed by the host array)
-            key = ("table", tag, id(arr))
-            if key not in self.pool:
-                self.pool[key] = (arr, self.cp.asarray(arr))
-            arr = self.pool[key][1]
-        return self.view(arr, 2, arr.dtype.type)
+        arr = offset_provider[tag].ndarray
+        # tables do not change between calls: the view (and, for a CPU grid's table, its copy on
+        # the device) is made once per table array; the entry holds the array, so its id stays its own
+        key = ("table", tag, id(arr))
+        if key not in self.pool:
+            device = arr if isinstance(arr, self.cp.ndarray) else self.cp.asarray(arr)
+            self.pool[key] = (arr, device, self.view(device, 2, device.dtype.type))
+        return self.pool[key][2]
 
     def table_targets(self, offset_provider: dict, tag: str, h0: int, h1: int, skip: int | None) -> tuple[int, int]:
         """[lo, hi) of the indices rows [h0, h1) of table `tag` hold (skip entries ignored; (0, 0)
@@ -104,6 +103,10 @@ class Runtime:
         if buf is None or buf.size < nh * nk or buf.dtype != dtype:
             buf = self.cp.empty(max(nh * nk, 1), dtype=dtype)
             self.pool[name] = buf
+        shape = (hr is not None, kr is not None, h0, h1, k0, k1)
+        last = self.pool.get(("temporary view", name))  # the same temporary every call: one view
+        if last is not None and last[0] is buf and last[1] == shape:
+            return last[2]
         item = buf.itemsize
         # horizontal unit stride: element (i, k) at (k - k0) * nh + (i - h0)
         strides = []
@@ -115,7 +118,9 @@ class Runtime:
             strides.append(nh)
             offset += k0 * nh
         ptr = self._ptr(buf) - offset * item
-        return (np.uint64(ptr), *(np.int64(s) for s in strides))
+        view = (np.uint64(ptr), *(np.int64(s) for s in strides))
+        self.pool[("temporary view", name)] = (buf, shape, view)
+        return view
 
     def launch(self, kernel: Any, grid: tuple, block: tuple, args: tuple) -> None:
         if self.stream is None:

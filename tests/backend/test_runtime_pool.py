@@ -1,0 +1,34 @@
+"""The GPU runtime's per-call work that is done once: table views (and a CPU table's copy to the
+device) and the views of pooled temporaries. Runs with NumPy as the device array module."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from icoforge.backend.emulate import EmulatedRuntime
+
+
+def test_table_view_is_made_once_per_table_array():
+    rt = EmulatedRuntime("p")
+    c2e = np.arange(12, dtype=np.int32).reshape(4, 3)
+    op = {"C2E": SimpleNamespace(ndarray=c2e)}
+    first = rt.table(op, "C2E")
+    assert rt.table(op, "C2E") is first
+    assert first[0] == np.uint64(c2e.ctypes.data) and tuple(first[1:]) == (3, 1)
+    other = np.ascontiguousarray(c2e.T)  # another array for the same tag (a new grid): a new view
+    op2 = {"C2E": SimpleNamespace(ndarray=other)}
+    assert rt.table(op2, "C2E")[0] == np.uint64(other.ctypes.data) and tuple(rt.table(op2, "C2E")[1:]) == (4, 1)
+
+
+def test_temporary_view_is_reused_until_its_range_or_buffer_changes():
+    rt = EmulatedRuntime("p")
+    a = rt.temporary("t", (10, 20), (0, 5), np.float64)
+    assert rt.temporary("t", (10, 20), (0, 5), np.float64) is a
+    buf = rt.pool["t"]
+    assert a[0] == np.uint64(buf.ctypes.data - 10 * 8) and tuple(a[1:]) == (1, 10)
+    b = rt.temporary("t", (12, 20), (1, 5), np.float64)  # other range, same buffer: other origin and stride
+    assert rt.pool["t"] is buf and b[0] == np.uint64(buf.ctypes.data - (12 + 1 * 8) * 8) and tuple(b[1:]) == (1, 8)
+    c = rt.temporary("t", (0, 100), (0, 5), np.float64)  # does not fit: a new buffer, a new view
+    assert rt.pool["t"] is not buf and c[0] == np.uint64(rt.pool["t"].ctypes.data)
