@@ -532,7 +532,7 @@ def render_host_plan(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: s
                     kargs = []
                     for kind, n in kernel_param_order(s, program):
                         if kind in ("field", "table"):
-                            kargs.append(f"*v_{n}" if wide else f"*_idx32({s.name!r}, {n!r}, v_{n}, {ranges[n]})")
+                            kargs.append(f"*v_{n}" if wide else f"*_idx32({s.name!r}, {n!r}, v_{n}, r_{n})")
                         else:
                             dtype = next(p.dtype for p in s.params_used() if p.name == n)
                             kargs.append(f"{NP_TYPES[dtype]}(s_{n})")
