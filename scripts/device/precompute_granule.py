@@ -4,8 +4,12 @@ backend that only runs GT4Py's passes (icoforge.backend.precompile.passes_only_b
 C++ is compiled; construction and one no-op call of each substep variant (icon4py compiles some
 programs lazily at their first call).
 
-    .venv/bin/python scripts/device/precompute_granule.py R2B6/80 REGIONAL/80 [--all-variants]
+    .venv/bin/python scripts/device/precompute_granule.py R2B6/80 REGIONAL/80 --construct-only
     scripts/device/pack_cache.sh        # then carry .devcache
+
+On this 23 GB workstation the no-op calls fit up to R2B4-sized grids; with R2B6/80 fields and a
+state they ran out of memory, so use --construct-only there (on R2B4/10 the calls compiled no
+program that construction had not, 2026-11-30). R2B6/120 ran out of memory even so.
 
 The static fields are computed (and cached) with the default factory backend, whose programs'
 passes land in the same cache: the device then skips both.
