@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from icoforge.backend.codegen.cuda import WIDE_SUFFIX
+
 
 @dataclasses.dataclass(frozen=True)
 class BoundProgram:
@@ -68,8 +70,6 @@ def kernel_count(callable_: Any) -> int | None:
         return None
     names = getattr(artifact, "kernel_names", None)  # GPU artifact
     if names is not None:
-        from icoforge.backend.codegen.cuda import WIDE_SUFFIX
-
         return len([n for n in names if not n.endswith(WIDE_SUFFIX)])  # not the 64-bit twins
     module_path = getattr(artifact, "module_path", None)  # CPU artifact: the source's header
     if module_path is None:

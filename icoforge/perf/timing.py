@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from icoforge.backend import ir
+from icoforge.backend.codegen.cuda import WIDE_SUFFIX
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,8 +85,6 @@ def _nvtx():
 
 def _kernel_name(kernel: Any) -> str:
     """The IR kernel's name: the 64-bit twin of an index_bits="auto" kernel is timed as the kernel."""
-    from icoforge.backend.codegen.cuda import WIDE_SUFFIX
-
     name = getattr(kernel, "name", None) or repr(kernel)
     return name.removesuffix(WIDE_SUFFIX)  # kernel names end in _k<number>: only twins end in the suffix
 

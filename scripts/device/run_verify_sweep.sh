@@ -11,9 +11,9 @@
 # timings never share the GPU with each other or with the verification.
 # $OUT gets all.tgz (everything), side_by_side.md and verify.log; the last lines printed are the
 # short tables.
-# Knobs (environment): VERIFY_S, PYTEST_S, ALL_S (time limits), VERIFY_JOBS, VERIFY_FILE, PYTEST_PATHS,
-# VERIFY_SCHEDULE (icoforge-cuda's ProgramSchedule as JSON for the verification; default: vendor default)
-# (empty: no tests), DIAG=1 (+ DIAG_S): scripts/device/diag_events.py at the end,
+# Knobs (environment): VERIFY_S, PYTEST_S, ALL_S (time limits), VERIFY_JOBS, VERIFY_FILE, PYTEST_PATHS
+# (empty: no tests), VERIFY_SCHEDULE (icoforge-cuda's ProgramSchedule as JSON for the verification;
+# default: the vendor default), DIAG=1 (+ DIAG_S): scripts/device/diag_events.py at the end,
 # PEERS ("BACKEND:PROGRAM:LEVELS ..."), SWEEP ("PROGRAMS LEVELS..."), ROOFLINE_BEFORE_S.
 # 2026-11-29 s3: sixteen peers + six verification workers + pytest ran the host out of memory
 # (the verification pool broke); peers now hold their inputs only within one of 4 slots.
