@@ -10,7 +10,7 @@
 # Knobs (environment): ALL_S (stop everything this many seconds after the command started,
 # default 480: the summary needs ~20 s and the device tool's limit counts setup too), PEERS
 # ("gtfn_gpu dace_gpu"), CONFIG ("R2B6 80"), VERIFY_FILE (program list; empty: no verification),
-# VERIFY_S, FACTORY (backend of icon4py's static-field factories; default: greenline's), BACKEND
+# VERIFY_S, ROOFLINE=0 (no granule roofline after our greenline), FACTORY (backend of icon4py's static-field factories; default: greenline's), BACKEND
 # (ours, default icoforge-cuda), GPU_EXTRAS=0 (no predictor roofline, no ncu), ICF_LOCAL=1 and
 # WORK (a dry run on the workstation: ICF_LOCAL=1 CONFIG="R2B3 10" BACKEND=icoforge-cpu
 # PEERS="" GPU_EXTRAS=0 bash scripts/device/run_granule.sh).
@@ -55,6 +55,7 @@ for g in ('$GRID', 'R2B4'): load_grid(g, levels=80 if g == 'R2B4' else $LEVELS, 
   $GL --grid $GRID --levels $LEVELS --backend $OURS_BACKEND --save-reference $W/ref-icoforge-$TAG.json \
       --json $W/gl-$TAG-$OURS_BACKEND.json > $W/gl-$TAG-$OURS_BACKEND.log 2>&1
   stamp "$OURS_BACKEND greenline done (rc $?)"
+  [ "${ROOFLINE:-1}" = 1 ] || exit 0
   python3 -m icoforge roofline greenline --grid $GRID --levels $LEVELS --backend $OURS_BACKEND --gpu-lock $LOCK \
       --out $W/roofline-greenline-$TAG.png > $W/roofline-greenline.log 2>&1
   stamp "granule roofline done (rc $?)"
