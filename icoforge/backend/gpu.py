@@ -70,6 +70,19 @@ class Runtime:
         r = field.domain.ranges[axis]
         return int(r.stop if stop else r.start)
 
+    def span(self, field: Any) -> tuple[int, int]:
+        """[first, last + 1) byte address of the memory `field` covers (for aliasing checks)."""
+        arr = getattr(field, "ndarray", field)
+        lo = hi = self._ptr(arr)
+        for n, stride in zip(arr.shape, arr.strides):
+            if n == 0:
+                return (lo, lo)
+            if stride < 0:
+                lo += (n - 1) * stride
+            else:
+                hi += (n - 1) * stride
+        return (lo, hi + arr.itemsize)
+
     def table(self, offset_provider: dict, tag: str) -> tuple:
         if tag not in offset_provider:
             raise IcoforgeError(f"{self.program}: offset_provider lacks connectivity {tag!r}")

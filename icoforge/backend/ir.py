@@ -460,6 +460,9 @@ class ProgramIR:
     # (position among GT4Py's arguments, element count) of each tuple-of-fields argument; its
     # elements are consecutive entries of `params` (see `flat_call_args`)
     tuple_params: tuple[tuple[int, int], ...] = ()
+    # pairs of field arguments that must not share memory: copy forwarding (forward.py) moved a
+    # write of the first before accesses of the second; the host plans refuse such calls
+    distinct: tuple[tuple[str, str], ...] = ()
 
     def kernels(self) -> list[Kernel]:
         out: list[Kernel] = []

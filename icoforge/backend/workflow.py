@@ -23,7 +23,7 @@ from gt4py.next.iterator import ir as itir
 from gt4py.next.iterator.transforms import pass_manager
 from gt4py.next.otf import definitions, stages
 
-from icoforge.backend import hoist, ir, lower
+from icoforge.backend import forward, hoist, ir, lower
 from icoforge.cache import atomic_write_bytes, cache_dir, file_lock
 from icoforge.errors import IcoforgeError
 
@@ -78,7 +78,7 @@ def translate(inp: definitions.CompilableProgramDef, use_cache: bool = True) -> 
     t1 = time.perf_counter()
     op_type = common.offset_provider_to_type(inp.args.offset_provider)
     prog = lower.lower_program(transformed, inp.args.args, op_type)
-    prog = hoist.hoist_program(prog)
+    prog = hoist.hoist_program(forward.forward_copies(prog))
     if trace_dir := os.environ.get("ICOFORGE_TRACE"):
         _trace_translation(trace_dir, inp, hit, t1 - t0, time.perf_counter() - t1)
     return Translation(prog, 0.0 if hit else t1 - t0, time.perf_counter() - t1, hit), hit

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from icoforge.backend import ir
 from icoforge.backend.access import bounds_requirements
-from icoforge.backend.codegen.common import ExprRenderer, cname, ctype, render_stmts
+from icoforge.backend.codegen.common import ExprRenderer, cname, ctype, distinct_groups, render_stmts
 
 ITEMSIZE = {"float64": 8, "float32": 4, "int32": 4, "int64": 8, "bool": 1, "int8": 1, "uint8": 1,
             "int16": 2, "uint16": 2, "uint32": 4, "uint64": 8}  # fmt: skip
@@ -235,6 +235,9 @@ def render_program_cpp(program: ir.ProgramIR, module_name: str) -> str:
             )
         else:
             lines.append(f'  if (!icf::get_scalar(args[{n}], "{p.name}", P, &a.{c})) return nullptr;')
+    for written, others in distinct_groups(program):  # copy forwarding moved these writes earlier
+        alls = ", ".join(f"{{&a.{cname(f)}, \"{f}\"}}" for f in others)
+        lines.append(f'  if (!icf::no_alias({{{{&a.{cname(written)}, "{written}"}}}}, {{{alls}}}, P)) return nullptr;')
     lines.append(f"  PyObject* offset_provider = args[{nparams}];")
     for t in program.tables:
         lines.append(

@@ -32,7 +32,7 @@ import dataclasses
 
 from icoforge.backend import ir
 from icoforge.backend.access import bounds_requirements
-from icoforge.backend.codegen.common import ExprRenderer, cname, render_stmts
+from icoforge.backend.codegen.common import ExprRenderer, cname, distinct_groups, render_stmts
 from icoforge.backend.schedule import KernelLaunch, ProgramSchedule, amd_waves_per_eu, resolve
 
 PRELUDE = r"""// icoforge GPU prelude: the same kernels compile as CUDA (nvcc, NVRTC) and HIP (hipcc, hiprtc).
@@ -433,6 +433,16 @@ def _require(kernel, name, dim, have, lo, hi):
         raise IcoforgeError(f"{kernel}: field {name!r} covers {dim} [{have[0]}, {have[1]}) but the kernel accesses [{lo}, {hi})")
 
 
+def _distinct(rt, program, written, field, others):
+    """Copy forwarding stores `written` before the accesses of `others` (name -> field): refuse
+    a call in which they share memory (the results would differ from GT4Py's)."""
+    lo, hi = rt.span(field)
+    for name, f in others.items():
+        olo, ohi = rt.span(f)
+        if lo < ohi and olo < hi and lo < hi and olo < ohi:
+            raise CallArgumentError(f"{program}: field {written!r} shares memory with {name!r}; pass distinct fields")
+
+
 def _points32(kernel, last):
     if last > I32_MAX:
         raise ScheduleError(f"{kernel}: index_bits=32, but thread indices reach {last:,} (> 2**31 - 1): use index_bits=64")
@@ -473,7 +483,7 @@ def render_host_plan(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: s
         "import math",
         "import numpy as np",
         "from icoforge.backend.schedule import ScheduleError",
-        "from icoforge.errors import IcoforgeError",
+        "from icoforge.errors import CallArgumentError, IcoforgeError",
     ]
     lines += HOST_HELPERS.splitlines()  # _ranges and _require: the bounds checks of every kernel
     lines += ["", "def launch(args, offset_provider, kernels, rt):"]
@@ -486,6 +496,9 @@ def render_host_plan(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: s
             ranges[p.name] = f"_ranges({cname(p.name)}, {len(p.dims)})"
         else:
             lines.append(f"    s_{p.name} = {NP_TYPES[p.dtype]}({cname(p.name)})")
+    for written, others in distinct_groups(program):  # copy forwarding moved these writes earlier
+        named = ", ".join(f"{f!r}: {cname(f)}" for f in others)
+        lines.append(f"    _distinct(rt, {program.name!r}, {written!r}, {cname(written)}, {{{named}}})")
     for t in program.tables:
         lines.append(f"    v_{t.name} = rt.table(offset_provider, {t.name!r})")
         ranges[t.name] = f"_ranges(offset_provider[{t.name!r}].ndarray, 2)"
