@@ -33,10 +33,20 @@ from icoforge.errors import IcoforgeError
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 def gt4py_passes(program: itir.Program, offset_provider: common.OffsetProvider) -> itir.Program:
-    """GT4Py's own transformations, configured as its gtfn backend configures them."""
-    return pass_manager.apply_common_transforms(
-        program, extract_temporaries=True, unroll_reduce=True, offset_provider=offset_provider
-    )
+    """GT4Py's own transformations, configured as its gtfn backend configures them, by default
+    with GT4Py's tree machinery sped up while they run (`gt4py_speedups`: the same result, about
+    1.8x faster); ICOFORGE_FAST_PASSES=0, or a GT4Py other than the one checked, runs them plain."""
+    from icoforge.backend import gt4py_speedups
+
+    def run() -> itir.Program:
+        return pass_manager.apply_common_transforms(
+            program, extract_temporaries=True, unroll_reduce=True, offset_provider=offset_provider
+        )
+
+    if os.environ.get("ICOFORGE_FAST_PASSES", "1") == "0" or not gt4py_speedups.applicable():
+        return run()
+    with gt4py_speedups.patched():
+        return run()
 
 
 def passes_key(inp: definitions.CompilableProgramDef) -> str:

@@ -10,7 +10,7 @@
 # Knobs (environment): ALL_S (stop everything this many seconds after the command started,
 # default 480: the summary needs ~20 s and the device tool's limit counts setup too), PEERS
 # ("gtfn_gpu dace_gpu"), CONFIG ("R2B6 80"), VERIFY_FILE (program list; empty: no verification),
-# VERIFY_S, ROOFLINE=0 (no granule roofline after our greenline), FACTORY (backend of icon4py's static-field factories; default: greenline's), BACKEND
+# VERIFY_S, GL_EXTRA (more greenline options for every backend, e.g. --cold), COMPARE_REFS (reference fingerprints of earlier calls to compare ours with), ROOFLINE=0 (no granule roofline after our greenline), FACTORY (backend of icon4py's static-field factories; default: greenline's), BACKEND
 # (ours, default icoforge-cuda), GPU_EXTRAS=0 (no predictor roofline, no ncu), ICF_LOCAL=1 and
 # WORK (a dry run on the workstation: ICF_LOCAL=1 CONFIG="R2B3 10" BACKEND=icoforge-cpu
 # PEERS="" GPU_EXTRAS=0 bash scripts/device/run_granule.sh).
@@ -41,7 +41,7 @@ LOCK=/tmp/gpu.lock; : > $LOCK
 read -r GRID LEVELS <<< "${CONFIG:-R2B6 80}"
 TAG=$GRID-$LEVELS
 OURS_BACKEND=${BACKEND:-icoforge-cuda}
-GL="python3 -m icoforge greenline --steps 5 --warmup 1 --profile-steps 1 --only-used-variants --gpu-lock $LOCK ${FACTORY:+--factory-backend $FACTORY}"
+GL="python3 -m icoforge greenline --steps 5 --warmup 1 --profile-steps 1 --only-used-variants --gpu-lock $LOCK ${FACTORY:+--factory-backend $FACTORY} ${GL_EXTRA:-}"
 
 stamp "grids"
 python3 -c "
@@ -99,6 +99,10 @@ stamp "all done"
   echo "== verification fingerprints: each GT4Py backend vs $OURS_BACKEND ($TAG) =="
   for b in ${PEERS-gtfn_gpu dace_gpu}; do
     [ -f $W/ref-$b-$TAG.json ] && python3 -m icoforge.granule.golden compare $W/ref-$b-$TAG.json $W/ref-icoforge-$TAG.json
+  done
+  for r in ${COMPARE_REFS:-}; do   # fingerprints carried from earlier calls (same seeds, same inputs)
+    echo "-- $OURS_BACKEND now vs $r"
+    python3 -m icoforge.granule.golden compare $r $W/ref-icoforge-$TAG.json
   done
   grep -E "^(PASS|FAIL|ERROR)" $W/verify.log 2>/dev/null | awk '{print $1, $3, $4}' | sort | uniq -c
   grep -E "^(FAIL|ERROR)" $W/verify.log 2>/dev/null | head -5
