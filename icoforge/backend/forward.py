@@ -80,6 +80,11 @@ def _dims_dtype(program: ir.ProgramIR, name: str) -> tuple[tuple[str, ...], str]
     return f.dims, f.dtype
 
 
+def _top_level_writes(k: ir.Kernel, field: str) -> list[int]:
+    """Positions of `k`'s top-level statements that store to `field` (directly or inside an `If`)."""
+    return [i for i, s in enumerate(k.body) if any(isinstance(x, ir.Store) and x.field == field for x in ir.walk_stmts((s,)))]
+
+
 def _kernels_in(step: ir.Step) -> list[ir.Kernel]:
     if isinstance(step, ir.Kernel):
         return [step]
@@ -132,8 +137,8 @@ def _one_rewrite(program: ir.ProgramIR) -> ir.ProgramIR | None:
             p = steps[p_pos]
             if p_pos > c_pos or p.domain != c.domain:
                 continue
-            if p_pos == c_pos and c.body.index(store) < max(i for i, s in enumerate(c.body) if isinstance(s, ir.Store) and s.field == src):
-                continue
+            if p_pos == c_pos and c.body.index(store) < max(_top_level_writes(c, src)):
+                continue  # the copy reads src before this kernel's own store to it
             if dst in temps:
                 return _forward_reads(program, c_pos, store, dst, src)
             if dst in params and not any(p_pos <= r <= c_pos for r in readers.get(dst, [])):

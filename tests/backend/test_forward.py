@@ -171,3 +171,16 @@ def test_outputs_sharing_memory_are_refused(tiny_grid, target):
         run = load_emulated(gpu_artifact(program_ir(pair, g.connectivities), "cuda", ProgramSchedule(VENDOR_DEFAULTS["cuda"])))
     with pytest.raises(CallArgumentError if target == "cuda" else Exception, match="t_out|s_out"):
         run(a, w, t_out, t_out, offset_provider=g.connectivities)
+
+
+def test_copy_inside_the_producing_kernel():
+    """Producer and copy in one kernel (the producer's store under an `If`): stored in place."""
+    flag = ir.Binary("less", ir.KIndex(), c(2), "bool")
+    produce = ir.If(flag, (ir.Store("t", load("a")),), (ir.Store("t", load("b")),))
+    k = ir.Kernel("p_k0", DOM, (produce, ir.Store("out", load("t"))))
+    q = forward.forward_copies(program([k]))
+    assert q.kernels()[0].body == (ir.If(flag, (ir.Store("out", load("a")),), (ir.Store("out", load("b")),)),)
+    # the copy before the store reads the temporary's previous contents: it stays
+    k = ir.Kernel("p_k0", DOM, (ir.Store("out", load("t")), produce))
+    p = program([k])
+    assert forward.forward_copies(p) == p
