@@ -7,13 +7,17 @@
 #   scripts/device/precompute_granule.py R2B6/80 && scripts/device/pack_cache.sh   # here, first
 #   run(carry=[".whl", ".devcache"], timeout_s=600, command="bash scripts/device/run_granule.sh")
 #
-# Knobs (environment): ALL_S (stop everything this many seconds after the command started,
-# default 480: the summary needs ~20 s and the device tool's limit counts setup too), PEERS
-# ("gtfn_gpu dace_gpu"), CONFIG ("R2B6 80"), VERIFY_FILE (program list; empty: no verification),
-# VERIFY_S, GL_EXTRA (more greenline options for every backend, e.g. --cold), COMPARE_REFS (reference fingerprints of earlier calls to compare ours with), ROOFLINE=0 (no granule roofline after our greenline), FACTORY (backend of icon4py's static-field factories; default: greenline's), BACKEND
-# (ours, default icoforge-cuda), GPU_EXTRAS=0 (no predictor roofline, no ncu), ICF_LOCAL=1 and
-# WORK (a dry run on the workstation: ICF_LOCAL=1 CONFIG="R2B3 10" BACKEND=icoforge-cpu
-# PEERS="" GPU_EXTRAS=0 bash scripts/device/run_granule.sh).
+# Knobs (environment):
+#   ALL_S        stop everything this many seconds after the command started (default 480: the
+#                summary needs ~20 s and the device tool's limit counts setup too)
+#   PEERS        GT4Py backends beside ours ("gtfn_gpu dace_gpu"); CONFIG grid and levels ("R2B6 80")
+#   BACKEND      ours (icoforge-cuda); FACTORY backend of icon4py's static-field factories
+#   GL_EXTRA     more greenline options for every backend, e.g. --cold
+#   COMPARE_REFS fingerprints of earlier calls (same inputs) to compare ours with
+#   ROOFLINE=0   no granule roofline after our greenline; GPU_EXTRAS=0 no predictor roofline, no ncu
+#   VERIFY_FILE  programs to verify on the GPU meanwhile (empty: none), VERIFY_S its time limit
+#   ICF_LOCAL=1, WORK  a dry run on the workstation: ICF_LOCAL=1 CONFIG="R2B3 10"
+#                BACKEND=icoforge-cpu PEERS="" GPU_EXTRAS=0 bash scripts/device/run_granule.sh
 # History: 2026-11-29 s2, the static fields alone took ~8 min here (a Python roundtrip fallback
 # for two geometry programs, since lowered by icoforge; ~3.5 min on the workstation after that).
 # s3: this script (then without snapshots) ran into the tool's 540 s limit: icoforge-cuda's
