@@ -32,9 +32,12 @@ CHECKED_GT4PY = ("1.2.1",)  # the patches reach into these versions' internals
 
 
 def applicable() -> bool:
+    """The checked GT4Py, compiling in processes or serially: in GT4Py's thread mode another
+    backend's passes could run in a thread while the patches are on, so they stay off then."""
     import gt4py
+    from gt4py.next import config
 
-    return gt4py.__version__ in CHECKED_GT4PY
+    return gt4py.__version__ in CHECKED_GT4PY and config.BUILD_JOBS_MODE.name.lower() != "thread"
 
 
 def _leaf_copy_factory():

@@ -27,3 +27,10 @@ def test_patched_passes_give_gt4pys_result(tiny_grid, monkeypatch):
         inp.data, extract_temporaries=True, unroll_reduce=True, offset_provider=inp.args.offset_provider
     )
     assert again == plain
+
+
+def test_patches_stay_off_when_gt4py_compiles_in_threads(monkeypatch):
+    from gt4py.next import config
+
+    monkeypatch.setattr(config, "BUILD_JOBS_MODE", config.BuildJobsMode.THREAD)
+    assert not gt4py_speedups.applicable()
