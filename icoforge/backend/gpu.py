@@ -12,6 +12,7 @@ import dataclasses
 import os
 import sys
 import time
+import weakref
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,10 @@ class Runtime:
         self.program = program_name
         self.pool: dict[str, Any] = {}
         self.stream = None  # a cupy.cuda.Stream to launch on; None: CuPy's current stream
+        # id(GT4Py field) -> (weak reference, ndim, dtype, view, index ranges): icon4py passes the
+        # same field objects step after step, and a field's array, strides and domain never change
+        # (frozen); the weak reference tells a live entry from one whose id was reused
+        self._fields: dict[int, tuple] = {}
 
     def _ptr(self, arr: Any) -> int:
         return arr.data.ptr
@@ -64,6 +69,27 @@ class Runtime:
         item = arr.itemsize
         ptr = self._ptr(arr) + sum(o * s for o, s in zip(origin, arr.strides))
         return (np.uint64(ptr), *(np.int64(s // item) for s in arr.strides))
+
+    def field(self, field: Any, ndim: int, dtype: type) -> tuple[tuple, list[tuple[int, int]]]:
+        """(view, index range per dimension) of a field argument; made once per GT4Py field."""
+        if not hasattr(field, "ndarray"):  # a bare array: its shape or strides may be changed in place
+            return self.view(field, ndim, dtype), self.ranges(field, ndim)
+        hit = self._fields.get(id(field))
+        if hit is not None and hit[0]() is field and hit[1] == ndim and hit[2] is dtype:
+            return hit[3], hit[4]
+        v, r = self.view(field, ndim, dtype), self.ranges(field, ndim)
+        if len(self._fields) > 4096:  # a caller making new fields for every call
+            self._fields.clear()
+        self._fields[id(field)] = (weakref.ref(field), ndim, dtype, v, r)
+        return v, r
+
+    @staticmethod
+    def ranges(field: Any, ndim: int) -> list[tuple[int, int]]:
+        """Index range [lo, hi) per dimension in which kernels address `field` (absolute indices)."""
+        dom = getattr(field, "domain", None)
+        if dom is not None:
+            return [(int(r.start), int(r.stop)) for r in dom.ranges]
+        return [(0, int(n)) for n in getattr(field, "ndarray", field).shape]
 
     @staticmethod
     def bound(field: Any, axis: int, stop: bool) -> int:

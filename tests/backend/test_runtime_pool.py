@@ -32,3 +32,26 @@ def test_temporary_view_is_reused_until_its_range_or_buffer_changes():
     assert rt.pool["t"] is buf and b[0] == np.uint64(buf.ctypes.data - (12 + 1 * 8) * 8) and tuple(b[1:]) == (1, 8)
     c = rt.temporary("t", (0, 100), (0, 5), np.float64)  # does not fit: a new buffer, a new view
     assert rt.pool["t"] is not buf and c[0] == np.uint64(rt.pool["t"].ctypes.data)
+
+
+def test_field_view_and_ranges_are_made_once_per_gt4py_field():
+    import gc
+
+    import gt4py.next as gtx
+    from icon4py.model.common import dimension as dims
+
+    rt = EmulatedRuntime("p")
+    f = gtx.as_field([dims.CellDim, dims.KDim], np.zeros((6, 4)), origin={dims.KDim: 1})
+    v, r = rt.field(f, 2, np.float64)
+    assert rt.field(f, 2, np.float64)[0] is v  # the second call reads the cache
+    assert v == rt.view(f, 2, np.float64)  # what the uncached call gives
+    assert r == [(int(x.start), int(x.stop)) for x in f.domain.ranges] and r[1] == (-1, 3)  # the domain
+    with np.testing.assert_raises(Exception):
+        rt.field(f, 2, np.float32)  # another dtype asked for: checked again, and refused
+    bare = np.zeros((6, 4))  # a bare array is never cached (its shape may change in place)
+    assert rt.field(bare, 2, np.float64)[1] == [(0, 6), (0, 4)]
+    assert len(rt._fields) == 1
+    ref = rt._fields[id(f)][0]
+    del f
+    gc.collect()
+    assert ref() is None  # the cache does not keep fields alive

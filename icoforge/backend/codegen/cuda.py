@@ -400,14 +400,6 @@ HOST_HELPERS = '''
 I32_MAX = 2**31 - 1
 
 
-def _ranges(field, ndim):
-    """Index range [lo, hi) per dimension in which kernels address `field` (absolute indices)."""
-    dom = getattr(field, "domain", None)
-    if dom is not None:
-        return [(int(r.start), int(r.stop)) for r in dom.ranges]
-    return [(0, int(n)) for n in getattr(field, "ndarray", field).shape]
-
-
 def _reach(view, ranges):
     """The largest element offset a kernel can form into the array of `view` over `ranges`."""
     return sum(max(abs(lo), abs(hi)) * abs(int(s)) for (lo, hi), s in zip(ranges, view[1:]))
@@ -485,15 +477,14 @@ def render_host_plan(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: s
         "from icoforge.backend.schedule import ScheduleError",
         "from icoforge.errors import CallArgumentError, IcoforgeError",
     ]
-    lines += HOST_HELPERS.splitlines()  # _ranges and _require: the bounds checks of every kernel
+    lines += HOST_HELPERS.splitlines()  # _require and the 32-bit checks of every kernel
     lines += ["", "def launch(args, offset_provider, kernels, rt):"]
     names = [cname(p.name) for p in program.params]
     lines.append(f"    ({', '.join(names)},) = args" if names else "    pass")
     ranges: dict[str, str] = {}  # array -> Python expression of its index ranges (32-bit checks)
     for p in program.params:
-        if isinstance(p, ir.FieldParam):
-            lines.append(f"    v_{p.name} = rt.view({cname(p.name)}, {len(p.dims)}, {NP_TYPES[p.dtype]})")
-            ranges[p.name] = f"_ranges({cname(p.name)}, {len(p.dims)})"
+        if isinstance(p, ir.FieldParam):  # view and index ranges (32-bit and extent checks)
+            lines.append(f"    v_{p.name}, r_{p.name} = rt.field({cname(p.name)}, {len(p.dims)}, {NP_TYPES[p.dtype]})")
         else:
             lines.append(f"    s_{p.name} = {NP_TYPES[p.dtype]}({cname(p.name)})")
     for written, others in distinct_groups(program):  # copy forwarding moved these writes earlier
@@ -501,7 +492,7 @@ def render_host_plan(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: s
         lines.append(f"    _distinct(rt, {program.name!r}, {written!r}, {cname(written)}, {{{named}}})")
     for t in program.tables:
         lines.append(f"    v_{t.name} = rt.table(offset_provider, {t.name!r})")
-        ranges[t.name] = f"_ranges(offset_provider[{t.name!r}].ndarray, 2)"
+        ranges[t.name] = f"rt.ranges(offset_provider[{t.name!r}].ndarray, 2)"
     for t in program.temporaries:
         d = t.domain
         h = f"({hr(d.h_start)}, {hr(d.h_end)})" if d.hdim else "None"
