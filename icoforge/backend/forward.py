@@ -168,7 +168,7 @@ def _store_in_place(program: ir.ProgramIR, p_pos: int, c_pos: int, store: ir.Sto
     """The producer of temporary `src` stores into output `dst`; readers of `src` read `dst`."""
     steps = list(program.steps)
     # every field argument the kernels from producer to copy touch must not share memory with dst
-    between = {f for s in steps[p_pos : c_pos + 1] for f in (*s.fields_read(), *s.fields_written())}
+    between = {f for s in steps[p_pos : c_pos + 1] for k in _kernels_in(s) for f in (*k.fields_read(), *k.fields_written())}
     params = [p.name for p in program.params if isinstance(p, ir.FieldParam)]
     distinct = dict.fromkeys((*program.distinct, *((dst, f) for f in params if f in between and f != dst)))
     steps[c_pos] = _drop_store(steps[c_pos], store)

@@ -184,3 +184,17 @@ def test_copy_inside_the_producing_kernel():
     k = ir.Kernel("p_k0", DOM, (ir.Store("out", load("t")), produce))
     p = program([k])
     assert forward.forward_copies(p) == p
+
+
+def test_host_conditional_between_producer_and_copy():
+    """A host conditional between producer and copy that touches other fields: the copy goes, and
+    the fields of the conditional's kernels join the ones `out` must not share memory with."""
+    cond = ir.Param("flag", "bool")
+    steps = [
+        kernel("p_k0", ("t", add(load("a"), load("b")))),
+        ir.HostIf(cond, (kernel("p_k1", ("x", load("b"))),), ()),
+        kernel("p_k2", ("out", load("t"))),
+    ]
+    q = forward.forward_copies(program(steps, outputs=("out", "x")))
+    assert [k.name for k in q.kernels()] == ["p_k0", "p_k1"]
+    assert ("out", "x") in q.distinct and ("out", "b") in q.distinct
