@@ -53,6 +53,7 @@ class Runtime:
         # same field objects step after step, and a field's array, strides and domain never change
         # (frozen); the weak reference tells a live entry from one whose id was reused
         self._fields: dict[int, tuple] = {}
+        self._spans: dict[int, tuple] = {}  # the same for `span`
 
     def _ptr(self, arr: Any) -> int:
         return arr.data.ptr
@@ -97,17 +98,28 @@ class Runtime:
         return int(r.stop if stop else r.start)
 
     def span(self, field: Any) -> tuple[int, int]:
-        """[first, last + 1) byte address of the memory `field` covers (for aliasing checks)."""
+        """[first, last + 1) byte address of the memory `field` covers (for aliasing checks);
+        made once per GT4Py field, like `field`."""
+        cached = hasattr(field, "ndarray")
+        hit = self._spans.get(id(field)) if cached else None
+        if hit is not None and hit[0]() is field:
+            return hit[1]
         arr = getattr(field, "ndarray", field)
         lo = hi = self._ptr(arr)
         for n, stride in zip(arr.shape, arr.strides):
             if n == 0:
-                return (lo, lo)
+                hi = lo - arr.itemsize
+                break
             if stride < 0:
                 lo += (n - 1) * stride
             else:
                 hi += (n - 1) * stride
-        return (lo, hi + arr.itemsize)
+        result = (lo, hi + arr.itemsize)
+        if cached:
+            if len(self._spans) > 4096:
+                self._spans.clear()
+            self._spans[id(field)] = (weakref.ref(field), result)
+        return result
 
     def table(self, offset_provider: dict, tag: str) -> tuple:
         if tag not in offset_provider:

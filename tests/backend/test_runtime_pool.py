@@ -55,3 +55,21 @@ def test_field_view_and_ranges_are_made_once_per_gt4py_field():
     del f
     gc.collect()
     assert ref() is None  # the cache does not keep fields alive
+
+
+def test_span_of_a_field_and_of_an_empty_array():
+    import gt4py.next as gtx
+    from icon4py.model.common import dimension as dims
+
+    rt = EmulatedRuntime("p")
+    a = np.zeros((6, 4))
+    assert rt.span(a) == (a.ctypes.data, a.ctypes.data + a.nbytes)
+    assert rt.span(a[::-1]) == (a.ctypes.data, a.ctypes.data + a.nbytes)  # negative stride
+    empty = np.zeros((0, 4))
+    lo, hi = rt.span(empty)
+    assert lo == hi  # covers nothing: shares memory with nothing
+    f = gtx.as_field([dims.CellDim, dims.KDim], np.zeros((6, 4)))
+    arr = f.ndarray  # GT4Py's layout may pad: the span reaches the last addressed element
+    last = sum((n - 1) * st for n, st in zip(arr.shape, arr.strides))
+    assert rt.span(f) == (arr.ctypes.data, arr.ctypes.data + last + arr.itemsize)
+    assert rt.span(f) is rt.span(f)  # made once
