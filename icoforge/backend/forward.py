@@ -91,8 +91,9 @@ def _kernels_in(step: ir.Step) -> list[ir.Kernel]:
     return [k for s in (*step.then, *step.orelse) for k in _kernels_in(s)]
 
 
-def _one_rewrite(program: ir.ProgramIR) -> ir.ProgramIR | None:
-    """The program after the first applicable rewrite, or None when none applies."""
+def _one_rewrite(program: ir.ProgramIR, moves: list[tuple[str, tuple[str, ...]]]) -> ir.ProgramIR | None:
+    """The program after the first applicable rewrite, or None when none applies. A write moved
+    earlier is appended to `moves`: (output, names of the kernels from its producer to the copy)."""
     steps = program.steps
     # fields touched under a host conditional are left alone (their accesses may not happen)
     nested = {f for s in steps if isinstance(s, ir.HostIf) for k in _kernels_in(s) for f in (*k.fields_read(), *k.fields_written())}
@@ -142,6 +143,7 @@ def _one_rewrite(program: ir.ProgramIR) -> ir.ProgramIR | None:
             if dst in temps:
                 return _forward_reads(program, c_pos, store, dst, src)
             if dst in params and not any(p_pos <= r <= c_pos for r in readers.get(dst, [])):
+                moves.append((dst, tuple(k.name for s in steps[p_pos : c_pos + 1] for k in _kernels_in(s))))
                 return _store_in_place(program, p_pos, c_pos, store, src, dst)
     return None
 
@@ -167,20 +169,30 @@ def _forward_reads(program: ir.ProgramIR, c_pos: int, store: ir.Store, dst: str,
 def _store_in_place(program: ir.ProgramIR, p_pos: int, c_pos: int, store: ir.Store, src: str, dst: str) -> ir.ProgramIR:
     """The producer of temporary `src` stores into output `dst`; readers of `src` read `dst`."""
     steps = list(program.steps)
-    # every field argument the kernels from producer to copy touch must not share memory with dst
-    between = {f for s in steps[p_pos : c_pos + 1] for k in _kernels_in(s) for f in (*k.fields_read(), *k.fields_written())}
-    params = [p.name for p in program.params if isinstance(p, ir.FieldParam)]
-    distinct = dict.fromkeys((*program.distinct, *((dst, f) for f in params if f in between and f != dst)))
     steps[c_pos] = _drop_store(steps[c_pos], store)
     p = steps[p_pos]
     p = dataclasses.replace(p, body=_map_stores(p.body, lambda s: dataclasses.replace(s, field=dst) if s.field == src else s))
     steps[p_pos] = p
     steps = [_rename_loads(s, src, dst) if isinstance(s, ir.Kernel) else s for s in steps]
-    return _finish(program, steps, src, distinct=tuple(distinct))
+    return _finish(program, steps, src)
+
+
+def _distinct_pairs(program: ir.ProgramIR, moves: list[tuple[str, tuple[str, ...]]]) -> tuple[tuple[str, str], ...]:
+    """Every field argument that the kernels between a moved write's producer and its former copy
+    touch in the final program (later rewrites may have renamed their fields) must not share
+    memory with the moved output."""
+    kernels = {k.name: k for k in program.kernels()}
+    params = [p.name for p in program.params if isinstance(p, ir.FieldParam)]
+    pairs = dict.fromkeys(program.distinct)
+    for dst, names in moves:
+        touched = {f for n in names if n in kernels for f in (*kernels[n].fields_read(), *kernels[n].fields_written())}
+        pairs.update(dict.fromkeys((dst, f) for f in params if f in touched and f != dst))
+    return tuple(pairs)
 
 
 def forward_copies(program: ir.ProgramIR) -> ir.ProgramIR:
     """Apply the rewrites until none applies (each removes a store, so this ends)."""
-    while (nxt := _one_rewrite(program)) is not None:
+    moves: list[tuple[str, tuple[str, ...]]] = []
+    while (nxt := _one_rewrite(program, moves)) is not None:
         program = nxt
-    return program
+    return dataclasses.replace(program, distinct=_distinct_pairs(program, moves))

@@ -198,3 +198,18 @@ def test_host_conditional_between_producer_and_copy():
     q = forward.forward_copies(program(steps, outputs=("out", "x")))
     assert [k.name for k in q.kernels()] == ["p_k0", "p_k1"]
     assert ("out", "x") in q.distinct and ("out", "b") in q.distinct
+
+
+def test_distinct_pairs_are_the_fields_of_the_final_kernels():
+    """The kernel between out1's producer and its copy reads temporary d, a copy of input s: in the
+    final program it reads s, so out1 must not share memory with s either."""
+    p = program([
+        kernel("p_k0", ("t1", add(load("a"), load("b")))),
+        kernel("p_k1", ("d", load("s"))),
+        kernel("p_k2", ("x", add(load("t1"), load("d", -1)))),
+        kernel("p_k3", ("out1", load("t1"))),
+    ], temps=("t1", "d"), outputs=("out1", "x"), inputs=("a", "b", "s"))  # fmt: skip
+    q = forward.forward_copies(p)
+    assert [k.name for k in q.kernels()] == ["p_k0", "p_k2"]
+    assert q.kernels()[1].fields_read() == ("out1", "s")
+    assert set(q.distinct) == {("out1", "a"), ("out1", "b"), ("out1", "s"), ("out1", "x")}
