@@ -184,6 +184,15 @@ class FakeRuntime:
     def view(self, field, ndim, dtype):
         return (np.uint64(4096), *(np.int64(s) for s in field.strides))
 
+    def field(self, field, ndim, dtype):
+        return self.view(field, ndim, dtype), self.ranges(field, ndim)
+
+    @staticmethod
+    def ranges(field, ndim):
+        from icoforge.backend.gpu import Runtime
+
+        return Runtime.ranges(field, ndim)
+
     def table(self, offset_provider, tag):
         return self.view(offset_provider[tag], 2, np.int32)
 
