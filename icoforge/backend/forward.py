@@ -31,17 +31,12 @@ from icoforge.backend import ir
 
 def _own_point(e: ir.Expr, dims: tuple[str, ...], kinds: dict[str, str]) -> bool:
     """`e` loads its field at the kernel's own (i, k): no offset, no neighbour, no local slot."""
-    if not isinstance(e, ir.Load) or len(e.index) != len(dims):
-        return False
-    for idx, dim in zip(e.index, dims):
-        kind = kinds.get(dim)
-        if kind == "horizontal" and not isinstance(idx, ir.HIndex):
-            return False
-        if kind == "vertical" and not isinstance(idx, ir.KIndex):
-            return False
-        if kind not in ("horizontal", "vertical"):
-            return False
-    return True
+    own = {"horizontal": ir.HIndex, "vertical": ir.KIndex}
+    return (
+        isinstance(e, ir.Load)
+        and len(e.index) == len(dims)
+        and all(kinds.get(d) in own and isinstance(idx, own[kinds[d]]) for idx, d in zip(e.index, dims))
+    )
 
 
 def _rename_loads(k: ir.Kernel, old: str, new: str) -> ir.Kernel:
@@ -56,18 +51,15 @@ def _rename_loads(k: ir.Kernel, old: str, new: str) -> ir.Kernel:
     )
 
 
-def _map_stores(stmts: tuple[ir.Stmt, ...], fn) -> tuple[ir.Stmt, ...]:
-    """`fn(store)` -> a store or None (dropped), through `If` branches."""
+def _rename_stores(stmts: tuple[ir.Stmt, ...], old: str, new: str) -> tuple[ir.Stmt, ...]:
+    """Stores to `old` store to `new`, through `If` branches."""
     out: list[ir.Stmt] = []
     for s in stmts:
-        if isinstance(s, ir.Store):
-            s = fn(s)
-            if s is not None:
-                out.append(s)
+        if isinstance(s, ir.Store) and s.field == old:
+            s = dataclasses.replace(s, field=new)
         elif isinstance(s, ir.If):
-            out.append(ir.If(s.cond, _map_stores(s.then, fn), _map_stores(s.orelse, fn)))
-        else:
-            out.append(s)
+            s = ir.If(s.cond, _rename_stores(s.then, old, new), _rename_stores(s.orelse, old, new))
+        out.append(s)
     return tuple(out)
 
 
@@ -85,18 +77,12 @@ def _top_level_writes(k: ir.Kernel, field: str) -> list[int]:
     return [i for i, s in enumerate(k.body) if any(isinstance(x, ir.Store) and x.field == field for x in ir.walk_stmts((s,)))]
 
 
-def _kernels_in(step: ir.Step) -> list[ir.Kernel]:
-    if isinstance(step, ir.Kernel):
-        return [step]
-    return [k for s in (*step.then, *step.orelse) for k in _kernels_in(s)]
-
-
 def _one_rewrite(program: ir.ProgramIR, moves: list[tuple[str, tuple[str, ...]]]) -> ir.ProgramIR | None:
     """The program after the first applicable rewrite, or None when none applies. A write moved
     earlier is appended to `moves`: (output, names of the kernels from its producer to the copy)."""
     steps = program.steps
     # fields touched under a host conditional are left alone (their accesses may not happen)
-    nested = {f for s in steps if isinstance(s, ir.HostIf) for k in _kernels_in(s) for f in (*k.fields_read(), *k.fields_written())}
+    nested = {f for s in steps if isinstance(s, ir.HostIf) for k in ir.step_kernels(s) for f in (*k.fields_read(), *k.fields_written())}
     kinds = dict(program.dim_kinds)
     temps = {t.name for t in program.temporaries}
     params = {p.name for p in program.params if isinstance(p, ir.FieldParam)}
@@ -143,7 +129,7 @@ def _one_rewrite(program: ir.ProgramIR, moves: list[tuple[str, tuple[str, ...]]]
             if dst in temps:
                 return _forward_reads(program, c_pos, store, dst, src)
             if dst in params and not any(p_pos <= r <= c_pos for r in readers.get(dst, [])):
-                moves.append((dst, tuple(k.name for s in steps[p_pos : c_pos + 1] for k in _kernels_in(s))))
+                moves.append((dst, tuple(k.name for s in steps[p_pos : c_pos + 1] for k in ir.step_kernels(s))))
                 return _store_in_place(program, p_pos, c_pos, store, src, dst)
     return None
 
@@ -170,9 +156,7 @@ def _store_in_place(program: ir.ProgramIR, p_pos: int, c_pos: int, store: ir.Sto
     """The producer of temporary `src` stores into output `dst`; readers of `src` read `dst`."""
     steps = list(program.steps)
     steps[c_pos] = _drop_store(steps[c_pos], store)
-    p = steps[p_pos]
-    p = dataclasses.replace(p, body=_map_stores(p.body, lambda s: dataclasses.replace(s, field=dst) if s.field == src else s))
-    steps[p_pos] = p
+    steps[p_pos] = dataclasses.replace(steps[p_pos], body=_rename_stores(steps[p_pos].body, src, dst))
     steps = [_rename_loads(s, src, dst) if isinstance(s, ir.Kernel) else s for s in steps]
     return _finish(program, steps, src)
 

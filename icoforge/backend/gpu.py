@@ -49,11 +49,11 @@ class Runtime:
         self.program = program_name
         self.pool: dict[str, Any] = {}
         self.stream = None  # a cupy.cuda.Stream to launch on; None: CuPy's current stream
-        # id(GT4Py field) -> (weak reference, ndim, dtype, view, index ranges): icon4py passes the
+        # id(GT4Py field) -> (weak reference, key, value) for `field` and `span`: icon4py passes the
         # same field objects step after step, and a field's array, strides and domain never change
         # (frozen); the weak reference tells a live entry from one whose id was reused
         self._fields: dict[int, tuple] = {}
-        self._spans: dict[int, tuple] = {}  # the same for `span`
+        self._spans: dict[int, tuple] = {}
 
     def _ptr(self, arr: Any) -> int:
         return arr.data.ptr
@@ -71,18 +71,23 @@ class Runtime:
         ptr = self._ptr(arr) + sum(o * s for o, s in zip(origin, arr.strides))
         return (np.uint64(ptr), *(np.int64(s // item) for s in arr.strides))
 
+    def _per_field(self, cache: dict[int, tuple], field: Any, key: tuple, make: Any) -> Any:
+        """`make()` once per GT4Py field object and `key`; a bare array (whose shape or strides may
+        be changed in place) is never cached."""
+        if not hasattr(field, "ndarray"):
+            return make()
+        hit = cache.get(id(field))
+        if hit is not None and hit[0]() is field and hit[1] == key:
+            return hit[2]
+        value = make()
+        if len(cache) > 4096:  # a caller making new fields for every call
+            cache.clear()
+        cache[id(field)] = (weakref.ref(field), key, value)
+        return value
+
     def field(self, field: Any, ndim: int, dtype: type) -> tuple[tuple, list[tuple[int, int]]]:
         """(view, index range per dimension) of a field argument; made once per GT4Py field."""
-        if not hasattr(field, "ndarray"):  # a bare array: its shape or strides may be changed in place
-            return self.view(field, ndim, dtype), self.ranges(field, ndim)
-        hit = self._fields.get(id(field))
-        if hit is not None and hit[0]() is field and hit[1] == ndim and hit[2] is dtype:
-            return hit[3], hit[4]
-        v, r = self.view(field, ndim, dtype), self.ranges(field, ndim)
-        if len(self._fields) > 4096:  # a caller making new fields for every call
-            self._fields.clear()
-        self._fields[id(field)] = (weakref.ref(field), ndim, dtype, v, r)
-        return v, r
+        return self._per_field(self._fields, field, (ndim, dtype), lambda: (self.view(field, ndim, dtype), self.ranges(field, ndim)))
 
     @staticmethod
     def ranges(field: Any, ndim: int) -> list[tuple[int, int]]:
@@ -100,26 +105,18 @@ class Runtime:
     def span(self, field: Any) -> tuple[int, int]:
         """[first, last + 1) byte address of the memory `field` covers (for aliasing checks);
         made once per GT4Py field, like `field`."""
-        cached = hasattr(field, "ndarray")
-        hit = self._spans.get(id(field)) if cached else None
-        if hit is not None and hit[0]() is field:
-            return hit[1]
-        arr = getattr(field, "ndarray", field)
+        return self._per_field(self._spans, field, (), lambda: self._span(getattr(field, "ndarray", field)))
+
+    def _span(self, arr: Any) -> tuple[int, int]:
         lo = hi = self._ptr(arr)
         for n, stride in zip(arr.shape, arr.strides):
             if n == 0:
-                hi = lo - arr.itemsize
-                break
+                return (lo, lo)
             if stride < 0:
                 lo += (n - 1) * stride
             else:
                 hi += (n - 1) * stride
-        result = (lo, hi + arr.itemsize)
-        if cached:
-            if len(self._spans) > 4096:
-                self._spans.clear()
-            self._spans[id(field)] = (weakref.ref(field), result)
-        return result
+        return (lo, hi + arr.itemsize)
 
     def table(self, offset_provider: dict, tag: str) -> tuple:
         if tag not in offset_provider:

@@ -465,18 +465,7 @@ class ProgramIR:
     distinct: tuple[tuple[str, str], ...] = ()
 
     def kernels(self) -> list[Kernel]:
-        out: list[Kernel] = []
-
-        def visit(steps: tuple[Step, ...]) -> None:
-            for s in steps:
-                if isinstance(s, Kernel):
-                    out.append(s)
-                else:
-                    visit(s.then)
-                    visit(s.orelse)
-
-        visit(self.steps)
-        return out
+        return [k for s in self.steps for k in step_kernels(s)]
 
     def field(self, name: str) -> FieldParam | Temporary:
         for p in (*self.params, *self.temporaries):
@@ -511,6 +500,13 @@ class ProgramIR:
 
         visit(self.steps, "")
         return "\n".join(lines)
+
+
+def step_kernels(step: Step) -> list[Kernel]:
+    """The kernel a step launches, or the kernels in both branches of a host conditional."""
+    if isinstance(step, Kernel):
+        return [step]
+    return [k for s in (*step.then, *step.orelse) for k in step_kernels(s)]
 
 
 def flat_call_args(args: tuple, tuple_params: tuple[tuple[int, int], ...], program: str) -> tuple:
