@@ -104,7 +104,7 @@ if [ "${OURS_AGAIN:-0}" = 1 ] && [ -f $W/gl-$TAG-$OURS_BACKEND.json ]; then
       --json $W/gl-$TAG-$OURS_BACKEND.json > $W/gl-$TAG-$OURS_BACKEND.log 2>&1
   stamp "ours again done (rc $?)"
   if [ ! -s $W/ref-icoforge-$TAG.json ]; then   # cut or failed: the first run's results stand
-    for x in json log; do cp $W/gl-$TAG-$OURS_BACKEND-beside-peers.$x $W/gl-$TAG-$OURS_BACKEND-again-failed.$x 2>/dev/null; done
+    mv $W/gl-$TAG-$OURS_BACKEND.log $W/gl-$TAG-$OURS_BACKEND-again-failed.log 2>/dev/null
     cp $W/gl-$TAG-$OURS_BACKEND-beside-peers.json $W/gl-$TAG-$OURS_BACKEND.json
     cp $W/ref-icoforge-$TAG-beside-peers.json $W/ref-icoforge-$TAG.json
   fi
