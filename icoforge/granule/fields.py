@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from icoforge.cache import atomic_write_bytes, cache_dir, file_lock
+from icoforge.errors import IcoforgeError
 
 # Vertical grid of icon4py's benchmark (test_benchmark_solve_nonhydro / fixtures/benchmark.py).
 MODEL_TOP_HEIGHT = 23500.0
@@ -219,10 +220,18 @@ def build_static_fields(
     factory_backend: str = "icoforge-cpu",
     *,
     use_cache: bool = True,
+    in_child: bool = False,
     on_status: Callable[[str], None] | None = None,
 ) -> StaticFields:
     """Static fields of `grid` (an `icoforge.grids.Grid` on the CPU) from icon4py's factories run
-    with the backend named `factory_backend` (see `icoforge.suite.backends`)."""
+    with the backend named `factory_backend` (see `icoforge.suite.backends`).
+
+    in_child: run the factories in a child process and read its result from the cache. The
+    greenline does so: a process that ran the factories itself (about 40 compiled CPU modules,
+    their OpenMP threads, the factories' heap) may time its steps with a slower host. On the H200
+    (session 6) the two runs that computed their fields in-process spent 1.7x (R2B6/80) and 2.5x
+    (REGIONAL/80) the Python time between programs of earlier runs that read them from the cache,
+    and REGIONAL/80's step took 98.7 ms instead of 48.6 ms. The cause is not confirmed yet."""
     status = on_status or (lambda text: None)
     key = static_fields_key(grid, factory_backend)
     path = cache_dir("granule-fields") / f"{grid.name}-L{grid.num_levels}-{key}.npz"
@@ -233,9 +242,40 @@ def build_static_fields(
     with file_lock(path.with_suffix(".lock")):
         if use_cache and (cached := _read(path)) is not None:
             return cached
+        if in_child:
+            status(f"static fields ({factory_backend}, in a child process)")
+            return dataclasses.replace(_compute_in_child(grid, factory_backend, path), cached=False)
         fields = _compute(grid, factory_backend, status)
         _write(path, fields)
     return fields
+
+
+def _compute_in_child(grid: Any, factory_backend: str, path: Any) -> StaticFields:
+    """Compute the static fields in a fresh (spawned) process that writes them to `path`."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")  # not fork: nothing of this process is inherited
+    child = ctx.Process(
+        target=_child_main, args=(str(grid.path), grid.num_levels, factory_backend, str(path)), name="icoforge-static-fields"
+    )
+    child.start()
+    child.join()
+    fields = _read(path)
+    if child.exitcode != 0 or fields is None:
+        raise IcoforgeError(
+            f"computing the static fields of {grid.name}/{grid.num_levels} in a child process failed "
+            f"(exit code {child.exitcode}); its traceback is above"
+        )
+    return fields
+
+
+def _child_main(grid_path: str, levels: int, factory_backend: str, out_path: str) -> None:
+    import pathlib
+
+    from icoforge.grids import load_grid
+
+    grid = load_grid(pathlib.Path(grid_path), levels=levels, show_progress=False)
+    _write(pathlib.Path(out_path), _compute(grid, factory_backend, lambda text: print(f"  {text}", flush=True)))
 
 
 def _compute(grid: Any, factory_backend: str, status: Callable[[str], None]) -> StaticFields:

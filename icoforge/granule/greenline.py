@@ -179,7 +179,7 @@ def run_greenline(
 
     progress(f"static fields ({opts.factory_backend})", 0, 0)
     t0 = time.perf_counter()
-    static = build_static_fields(grid, opts.factory_backend, on_status=lambda s: progress(s, 0, 0))
+    static = build_static_fields(grid, opts.factory_backend, in_child=True, on_status=lambda s: progress(s, 0, 0))
     common["static_fields"] = time.perf_counter() - t0
     if not static.cached:
         common.update({f"factory_{k}": v for k, v in static.timings.items()})
