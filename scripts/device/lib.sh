@@ -28,3 +28,12 @@ deadline() {
   # granule roofline, started right after its greenline was stopped, ran into the tool's limit)
   while true; do pkill -f "$pattern"; sleep 1; done
 }
+
+# stop_bg PID...: stop background helpers (deadline, snapshot_loop) and their sleeping children.
+# A plain `kill` leaves the child `sleep` running, and that keeps a pipe on the script's output
+# open: `run_granule.sh | tail` then waited for the deadline's sleep (s6: a call ran into the tool's limit).
+stop_bg() {
+  local pid
+  for pid in "$@"; do pkill -P "$pid" 2>/dev/null; kill "$pid" 2>/dev/null; done
+  return 0
+}

@@ -109,7 +109,7 @@ if [ "${OURS_AGAIN:-0}" = 1 ] && [ -f $W/gl-$TAG-$OURS_BACKEND.json ]; then
     cp $W/ref-icoforge-$TAG-beside-peers.json $W/ref-icoforge-$TAG.json
   fi
 fi
-kill $KILLER $SNAP 2>/dev/null
+stop_bg $KILLER $SNAP
 stamp "all done"
 
 {

@@ -90,7 +90,7 @@ if [ "${DIAG:-0}" = 1 ]; then   # the granule's GPU event anomaly (issue 7): R2B
   flock -x $LOCK timeout ${DIAG_S:-150} python3 scripts/device/diag_events.py R2B3 10 > $W/diag-events.log 2>&1
   stamp "event diagnosis done (rc $?)"
 fi
-kill $KILLER $SNAP 2>/dev/null
+stop_bg $KILLER $SNAP
 stamp "all done"
 
 tail -3 $W/pytest-gpu.log 2>/dev/null
