@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from icoforge.errors import UnknownNameError
 
-TARGETS = ("cpu", "cuda", "hip", "gpu")
+TARGETS = ("cpu", "cuda", "hip", "gpu", "emulated-cuda", "emulated-hip")
 
 
 def make_backend(target: str = "cpu"):
@@ -25,4 +25,8 @@ def make_backend(target: str = "cpu"):
         from icoforge.backend.gpu import make_gpu_backend
 
         return make_gpu_backend(target)
+    if target.startswith("emulated-"):  # the GPU code on the CPU, one thread at a time (tests)
+        from icoforge.backend.emulate import make_emulated_backend
+
+        return make_emulated_backend(target.removeprefix("emulated-"))
     raise UnknownNameError("icoforge target", target, TARGETS)

@@ -11,6 +11,7 @@ every schedule knob, host plan, temporaries -- without a GPU. Not emulated: shar
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import re
 from typing import Any
 
@@ -18,7 +19,8 @@ import numpy as np
 
 from icoforge.backend import ir
 from icoforge.backend.build import build_cpu_module
-from icoforge.backend.gpu import GPUArtifact, Runtime
+from icoforge.backend.gpu import GPUArtifact, Runtime, gpu_artifact
+from icoforge.backend.schedule import ProgramSchedule, schedule_from_env
 from icoforge.errors import IcoforgeError
 
 EMU_HEADER = r"""// icoforge CUDA emulation on the CPU: one thread at a time.
@@ -105,4 +107,43 @@ def load_emulated(art: GPUArtifact):
             args = (*args, out)
         launch(ir.flat_call_args(args, art.tuple_params, art.program_name), offset_provider, kernels, rt)
 
+    program.icoforge_artifact = art  # type: ignore[attr-defined]  # kernel names for reports
     return program
+
+
+@dataclasses.dataclass(frozen=True)
+class EmulatedArtifact:
+    art: GPUArtifact
+
+    def load(self):
+        return load_emulated(self.art)
+
+
+@dataclasses.dataclass(frozen=True)
+class EmulatedExecutor:
+    """GT4Py executor: the GPU target's translation and code, run by CPU emulation."""
+
+    vendor: str = "cuda"
+    schedule: ProgramSchedule | None = None
+
+    def __call__(self, inp: Any) -> EmulatedArtifact:
+        from icoforge.backend.workflow import translate
+
+        tr, _ = translate(inp)
+        schedule = self.schedule or schedule_from_env(self.vendor)
+        return EmulatedArtifact(gpu_artifact(tr.program, self.vendor, schedule))
+
+
+def make_emulated_backend(vendor: str = "cuda", schedule: ProgramSchedule | None = None):
+    """A GT4Py backend whose programs run the generated CUDA/HIP code by CPU emulation (NumPy
+    memory): GT4Py programs with static arguments, e.g. the granule's variants, then go
+    through exactly the GPU path (schedules, kernel fusion, host plan) on a machine without GPU."""
+    from gt4py.next import backend as gt_backend
+    from gt4py.next import custom_layout_allocators as allocators
+
+    return gt_backend.Backend(
+        name=f"icoforge_emulated_{vendor}",
+        executor=EmulatedExecutor(vendor, schedule),
+        allocator=allocators.StandardCPUFieldBufferAllocator(),
+        transforms=gt_backend.DEFAULT_TRANSFORMS,
+    )

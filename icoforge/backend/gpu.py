@@ -22,7 +22,8 @@ from gt4py.next.otf import definitions, stages
 
 from icoforge.backend import ir
 from icoforge.backend.codegen.cuda import kernel_function_names, render_host_plan, render_module_gpu
-from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, resolve
+from icoforge.backend.fuse import fuse_kernels
+from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, resolve, schedule_from_env
 from icoforge.backend.workflow import translate
 from icoforge.errors import IcoforgeError
 
@@ -239,6 +240,8 @@ class GPUExecutor:
 
 
 def gpu_artifact(program: ir.ProgramIR, vendor: str, schedule: ProgramSchedule, timings=()) -> GPUArtifact:
+    if schedule.fuses(program.name):
+        program = fuse_kernels(program)
     resolve(program, schedule, vendor)  # ScheduleError before generating anything
     return GPUArtifact(
         program_name=program.name,
@@ -262,7 +265,7 @@ def make_gpu_backend(target: str, schedule: ProgramSchedule | None = None):
         vendor = cupy_vendor()
         if vendor is None:
             raise IcoforgeError("backend 'gpu': CuPy finds no CUDA or ROCm device here")
-    schedule = schedule or ProgramSchedule(default=VENDOR_DEFAULTS[vendor])
+    schedule = schedule or schedule_from_env(vendor)
     return gt_backend.Backend(
         name=f"icoforge_{vendor}",
         executor=GPUExecutor(vendor, schedule),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -32,6 +33,7 @@ REGISTERS_PER_SM = {"cuda": 65536}  # 32-bit registers per SM (every NVIDIA GPU 
 VGPRS_PER_LANE_AMD = 512  # CDNA2/3 (gfx90a, gfx942): unified VGPR+AGPR file per SIMD lane
 MAX_WAVES_PER_EU_AMD = 8
 ALL_TABLES = "*"  # smem_tables = ("*",): every table the kernel reads by its own row
+ALL_PROGRAMS = "*"  # fuse = ("*",): every program
 
 
 class ScheduleError(IcoforgeError):
@@ -182,11 +184,21 @@ class ProgramSchedule:
     per_kernel: tuple[tuple[str, Schedule], ...] = field(default=())
     per_program: tuple[tuple[str, Schedule], ...] = field(default=())
     smem_limit_bytes: int | None = None
+    # programs whose neighbouring same-domain map kernels are fused (icoforge.backend.fuse); "*":
+    # every program. Per-kernel entries then name the fused kernels (`..._k3to5`).
+    fuse: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("per_kernel", "per_program"):
             v = getattr(self, name)
             object.__setattr__(self, name, tuple(sorted((v.items() if isinstance(v, dict) else v))))
+        fuse = (self.fuse,) if isinstance(self.fuse, str) else self.fuse
+        if not all(isinstance(p, str) and p for p in fuse):
+            raise ScheduleError(f"fuse: a list of program names (or \"*\"), got {self.fuse!r}")
+        object.__setattr__(self, "fuse", tuple(sorted(set(fuse))))
+
+    def fuses(self, program: str) -> bool:
+        return ALL_PROGRAMS in self.fuse or program in self.fuse
 
     def for_kernel(self, name: str, program: str | None = None) -> Schedule:
         found = dict(self.per_kernel).get(name)
@@ -211,11 +223,13 @@ class ProgramSchedule:
             d["per_program"] = {k: s.to_json() for k, s in self.per_program}
         if self.smem_limit_bytes is not None:
             d["smem_limit_bytes"] = self.smem_limit_bytes
+        if self.fuse:
+            d["fuse"] = list(self.fuse)
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> "ProgramSchedule":
-        unknown = set(d) - {"default", "per_kernel", "per_program", "smem_limit_bytes"}
+        unknown = set(d) - {"default", "per_kernel", "per_program", "smem_limit_bytes", "fuse"}
         if unknown:
             raise ScheduleError(f"unknown program-schedule keys {sorted(unknown)}")
         return cls(
@@ -223,6 +237,7 @@ class ProgramSchedule:
             per_kernel={k: Schedule.from_json(s) for k, s in d.get("per_kernel", {}).items()},
             per_program={k: Schedule.from_json(s) for k, s in d.get("per_program", {}).items()},
             smem_limit_bytes=d.get("smem_limit_bytes"),
+            fuse=d.get("fuse", ()),
         )
 
     def dumps(self) -> str:
@@ -234,6 +249,31 @@ class ProgramSchedule:
 
     def key(self) -> str:
         return self.dumps()
+
+
+SCHEDULE_ENV = "ICOFORGE_SCHEDULE"
+
+
+def schedule_from_env(vendor: str) -> ProgramSchedule:
+    """The schedule of icoforge GPU backends made by name (`icoforge-cuda` in the granule, `icoforge
+    run`): `$ICOFORGE_SCHEDULE` (ProgramSchedule JSON, or the path of a JSON file) if set, else the
+    vendor default. A JSON without "default" keeps the vendor default for unlisted kernels."""
+    text = os.environ.get(SCHEDULE_ENV, "").strip()
+    if not text:
+        return ProgramSchedule(default=VENDOR_DEFAULTS[vendor])
+    if not text.startswith("{"):
+        try:
+            text = open(text).read()
+        except OSError as e:
+            raise ScheduleError(f"${SCHEDULE_ENV}: neither JSON nor a readable file ({e})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ScheduleError(f"${SCHEDULE_ENV}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ScheduleError(f"${SCHEDULE_ENV}: a JSON object is needed, got {type(data).__name__}")
+    data.setdefault("default", VENDOR_DEFAULTS[vendor].to_json())
+    return ProgramSchedule.from_json(data)
 
 
 VENDOR_DEFAULTS = {

@@ -107,6 +107,8 @@ def environment() -> dict[str, Any]:
     }
     if gpu := _gpu_name():
         env["gpu"] = gpu
+    if schedule := os.environ.get("ICOFORGE_SCHEDULE", "").strip():  # icoforge GPU backends use it
+        env["icoforge_schedule"] = schedule
     return env
 
 

@@ -61,6 +61,8 @@ BACKEND_FACTORIES: dict[str, Callable[[], Any]] = {
     "icoforge-cpu": _icoforge("cpu"),
     "icoforge-cuda": _icoforge("cuda"),
     "icoforge-hip": _icoforge("hip"),
+    # the CUDA code and host plan run by CPU emulation: slow, for checking the GPU path without a GPU
+    "icoforge-emulated-cuda": _icoforge("emulated-cuda"),
 }
 
 GPU_BACKENDS = frozenset({"gtfn_gpu", "dace_gpu", "icoforge-cuda", "icoforge-hip"})

@@ -1,0 +1,167 @@
+"""Kernel fusion (icoforge.backend.fuse, the schedule knob `fuse`): which neighbouring kernels are
+fused and which must stay apart, variable clashes, the aliasing pairs it records; and the results
+of fused code against the CPU target: single programs with icon4py's static arguments and the
+whole granule, both through the CUDA code run by CPU emulation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from icoforge.backend import fuse, ir
+from icoforge.backend.schedule import ProgramSchedule, Schedule, ScheduleError, schedule_from_env
+
+KINDS = (("Cell", "horizontal"), ("K", "vertical"))
+
+
+def c(v):
+    return ir.Const(v, "int32")
+
+
+DOM = ir.Domain("Cell", c(0), c(8), c(0), c(4))
+
+
+def load(name, dk=0, neighbour=False):
+    k = ir.KIndex() if dk == 0 else ir.Binary("plus", ir.KIndex(), c(dk), "int32")
+    h = ir.Table("C2E2CO", ir.HIndex(), 1) if neighbour else ir.HIndex()
+    return ir.Load(name, (h, k), "float64")
+
+
+def kernel(name, *stmts, domain=DOM, prologue=()):
+    return ir.Kernel(name, domain, tuple(stmts), prologue=tuple(prologue))
+
+
+def store(field, value):
+    return ir.Store(field, value)
+
+
+def program(steps, temps=("t", "u"), fields=("a", "b", "out", "out2")):
+    params = tuple(ir.FieldParam(n, ("Cell", "K"), "float64") for n in fields)
+    temporaries = tuple(ir.Temporary(t, ("Cell", "K"), "float64", DOM) for t in temps)
+    return ir.ProgramIR("p", params, temporaries, (), tuple(steps), dim_kinds=KINDS)
+
+
+def add(x, y):
+    return ir.Binary("plus", x, y, "float64")
+
+
+def names(p):
+    return [k.name for k in p.kernels()]
+
+
+def test_own_point_chain_is_fused_in_order():
+    p = program([kernel("p_k0", store("t", load("a"))), kernel("p_k1", store("out", add(load("t"), load("b", neighbour=True))))])
+    f = fuse.fuse_kernels(p)
+    assert names(f) == ["p_k0to1"]
+    (k,) = f.kernels()
+    assert [s.field for s in k.body] == ["t", "out"]  # a's store before b's
+
+
+def test_neighbour_read_of_a_fused_write_keeps_kernels_apart():
+    p = program([kernel("p_k0", store("t", load("a"))), kernel("p_k1", store("out", load("t", neighbour=True)))])
+    assert names(fuse.fuse_kernels(p)) == ["p_k0", "p_k1"]
+
+
+def test_k_offset_read_and_write_after_read_keep_kernels_apart():
+    raw = program([kernel("p_k0", store("t", load("a"))), kernel("p_k1", store("out", load("t", dk=1)))])
+    war = program([kernel("p_k0", store("out", load("a", dk=1))), kernel("p_k1", store("a", load("b")))])
+    assert names(fuse.fuse_kernels(raw)) == ["p_k0", "p_k1"]
+    assert names(fuse.fuse_kernels(war)) == ["p_k0", "p_k1"]
+
+
+def test_prologue_reading_a_fused_write_keeps_kernels_apart():
+    pro = (ir.Let(ir.Var("x", "float64"), load("t")),)
+    p = program([kernel("p_k0", store("t", load("a"))), kernel("p_k1", store("out", ir.Var("x", "float64")), prologue=pro)])
+    assert names(fuse.fuse_kernels(p)) == ["p_k0", "p_k1"]
+
+
+def test_scans_other_domains_and_host_conditionals_are_not_fused():
+    scan = ir.Kernel("p_k1", DOM, (ir.Let(ir.Var("s", "float64"), load("t"), declared=True), store("out", ir.Var("s", "float64"))),
+                     state=(ir.ScanState(ir.Var("s", "float64"), ir.Const(0.0, "float64")),))  # fmt: skip
+    other = ir.Domain("Cell", c(1), c(8), c(0), c(4))
+    host_if = ir.HostIf(ir.Const(True, "bool"), (kernel("p_k2", store("out2", load("b"))),), ())
+    p = program([kernel("p_k0", store("t", load("a"))), scan, kernel("p_k3", store("u", load("a")), domain=other), host_if])
+    assert names(fuse.fuse_kernels(p)) == ["p_k0", "p_k1", "p_k3", "p_k2"]
+
+
+def test_variables_are_renamed_and_common_neighbour_indices_shared():
+    idx = ir.Let(ir.Var("C2E2CO_1", "int32"), ir.Table("C2E2CO", ir.HIndex(), 1))
+    x = ir.Var("x", "float64")
+    a = kernel("p_k0", ir.Let(x, load("a")), store("t", x), prologue=[idx])
+    b = kernel("p_k1", ir.Let(x, load("b")), store("out", add(x, load("t"))), prologue=[idx])
+    (k,) = fuse.fuse_kernels(program([a, b])).kernels()
+    assert k.prologue == (idx,)  # computed once
+    lets = [s.var.name for s in k.body if isinstance(s, ir.Let)]
+    assert lets == ["x", "x_b"]
+    assert k.body[-1] == store("out", add(ir.Var("x_b", "float64"), load("t")))
+
+
+def test_field_arguments_touched_by_other_members_must_not_share_memory():
+    p = program([kernel("p_k0", store("out", load("a", neighbour=True))), kernel("p_k1", store("out2", load("b", neighbour=True)))])
+    f = fuse.fuse_kernels(p)
+    assert names(f) == ["p_k0to1"]
+    assert set(f.distinct) == {("out", "b"), ("out", "out2"), ("out2", "a"), ("out2", "out")}
+
+
+def test_fuse_is_schedule_data():
+    s = ProgramSchedule(fuse=["compute_x", "compute_x"])
+    assert s.fuse == ("compute_x",) and s.fuses("compute_x") and not s.fuses("compute_y")
+    assert ProgramSchedule.loads(s.dumps()) == s and ProgramSchedule(fuse="*").fuses("anything")
+    with pytest.raises(ScheduleError, match="fuse"):
+        ProgramSchedule(fuse=[""])
+
+
+def test_schedule_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("ICOFORGE_SCHEDULE", '{"fuse": ["*"]}')
+    s = schedule_from_env("cuda")
+    assert s.fuses("p") and s.default == Schedule(block=(32, 4))  # the vendor default stays
+    path = tmp_path / "s.json"
+    path.write_text('{"default": {"block": [64, 2]}}')
+    monkeypatch.setenv("ICOFORGE_SCHEDULE", str(path))
+    assert schedule_from_env("cuda").default.block == (64, 2) and not schedule_from_env("cuda").fuse
+    monkeypatch.setenv("ICOFORGE_SCHEDULE", "{not json")
+    with pytest.raises(ScheduleError, match="not valid JSON"):
+        schedule_from_env("cuda")
+
+
+# --- fused code against the CPU target (CUDA by CPU emulation, icon4py's static arguments) -----
+
+FUSED_PROGRAMS = (
+    "compute_rho_theta_pgrad_and_update_vn",  # the four C2E2CO gradients
+    "compute_perturbed_quantities_and_interpolation",
+    "vertically_implicit_solver_at_predictor_step",
+)
+
+
+@pytest.mark.parametrize("name", FUSED_PROGRAMS)
+def test_fused_programs_agree_with_the_cpu_target(name, tiny_grid):
+    from icoforge.backend.emulate import make_emulated_backend
+    from icoforge.backend.schedule import VENDOR_DEFAULTS
+    from icoforge.suite.catalogue import get_program
+    from icoforge.suite.verify import verify
+
+    backend = make_emulated_backend("cuda", ProgramSchedule(default=VENDOR_DEFAULTS["cuda"], fuse=("*",)))
+    res = verify(get_program(name), backend, "icoforge-cpu", tiny_grid, seed=31, rtol=1e-12)
+    assert res.passed, res.summary()
+    assert all(o.written > 0 for o in res.outputs)
+
+
+@pytest.mark.slow
+def test_fused_granule_is_bit_identical_to_the_cpu_target(monkeypatch, icoforge_cache):
+    """Every program of the granule's variants with `fuse: *`, CUDA code by emulation, three
+    substeps from the same state: bit-identical to icoforge-cpu (R2B3/10). The variants bind
+    icon4py's static arguments, which makes kernels neighbours: rho_theta's four C2E2CO gradients
+    become one kernel there."""
+    from icoforge.granule.greenline import GreenlineOptions, run_greenline
+
+    monkeypatch.setenv("ICOFORGE_SCHEDULE", '{"fuse": ["*"]}')
+    opts = GreenlineOptions(grid="R2B3", levels=10, backends=("icoforge-cpu", "icoforge-emulated-cuda"), steps=1,
+                            warmup=0, profile_steps=1, verify=True, only_used_variants=True)  # fmt: skip
+    report = run_greenline(opts)
+    (cmp,) = report.comparisons
+    worst = cmp.worst()
+    assert set(worst) == {"vn", "w", "rho", "exner", "theta_v"}
+    assert cmp.passed and all(v == 0.0 for v in worst.values()), worst
+    cpu, emulated = ({p.name: p.kernels for p in r.programs} for r in report.results)
+    for name in ("compute_rho_theta_pgrad_and_update_vn", "compute_perturbed_quantities_and_interpolation"):
+        assert emulated[name] < cpu[name], (name, emulated[name], cpu[name])
