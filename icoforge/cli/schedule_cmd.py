@@ -4,6 +4,7 @@ kernel schedules of a program, checked, generated and compiled (nvcc sm_90 / hip
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import pathlib
 
@@ -29,6 +30,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="shared memory per block for staged tables (default: 48 KiB CUDA, 64 KiB HIP)")  # fmt: skip
     p.add_argument("--no-compile", action="store_true", help="check and generate only, do not run nvcc/hipcc")
     p.add_argument("--emit", metavar="FILE", help="also write the generated kernel source to FILE")
+    p.add_argument("--fuse", action="store_true",
+                   help="fuse neighbouring same-domain kernels (the schedule's fuse knob for this program)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the schedule and resources as JSON")
 
 
@@ -65,7 +68,9 @@ def _program_schedule(args: argparse.Namespace, settings: list[str], kernels: li
     else:
         ps = ProgramSchedule(default=VENDOR_DEFAULTS[args.target])
     if args.smem_limit is not None:
-        ps = ProgramSchedule(ps.default, ps.per_kernel, ps.per_program, args.smem_limit)
+        ps = dataclasses.replace(ps, smem_limit_bytes=args.smem_limit)
+    if args.fuse:
+        ps = dataclasses.replace(ps, fuse=(*ps.fuse, args.program))
     if settings and not kernels:  # as this program's schedule: tables it cannot stage are refused
         ps = ps.with_program(args.program, ps.for_kernel("", args.program).with_settings(settings))
     for name in kernels:
@@ -74,6 +79,7 @@ def _program_schedule(args: argparse.Namespace, settings: list[str], kernels: li
 
 
 def _run(args: argparse.Namespace, settings: list[str], kernels: list[str]) -> int:
+    from icoforge.backend.fuse import fuse_kernels
     from icoforge.backend.gpu import gpu_artifact
     from icoforge.backend.gpu_check import find_hipcc, find_nvcc, hipcc_check, nvcc_check
     from icoforge.backend.precompile import program_ir
@@ -88,13 +94,15 @@ def _run(args: argparse.Namespace, settings: list[str], kernels: list[str]) -> i
     with console.status(f"GT4Py passes for {info.name} (cached after the first time)"):
         grid = load_grid(args.grid, levels=args.levels, show_progress=False)
         program = program_ir(info.program, grid.connectivities)
+    if _program_schedule(args, [], []).fuses(program.name):  # kernel names are the fused ones then
+        program = fuse_kernels(program)
     names = [k.name for k in program.kernels()]
     for name in kernels:
         if name not in names:
             raise UnknownNameError(f"kernel of {info.name}", name, names)
     ps = _program_schedule(args, settings, kernels)
     launches = resolve(program, ps, args.target)  # ScheduleError before generating or compiling
-    art = gpu_artifact(program, args.target, ps)
+    art = gpu_artifact(program, args.target, dataclasses.replace(ps, fuse=()))  # fused above
     if args.emit:
         pathlib.Path(args.emit).write_text(art.module_source)
 
