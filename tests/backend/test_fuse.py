@@ -146,6 +146,23 @@ def test_fused_programs_agree_with_the_cpu_target(name, tiny_grid):
     assert all(o.written > 0 for o in res.outputs)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", FUSED_PROGRAMS)
+def test_fused_programs_on_the_gpu_agree_with_the_cpu_target(name, tiny_grid):
+    from icoforge.backend.gpu import cupy_vendor, make_gpu_backend
+    from icoforge.backend.schedule import VENDOR_DEFAULTS
+    from icoforge.suite.catalogue import get_program
+    from icoforge.suite.verify import verify
+
+    vendor = cupy_vendor()
+    if vendor is None:
+        pytest.skip("needs CuPy and a CUDA/ROCm GPU")
+    backend = make_gpu_backend(vendor, ProgramSchedule(default=VENDOR_DEFAULTS[vendor], fuse=("*",)))
+    res = verify(get_program(name), backend, "icoforge-cpu", tiny_grid, seed=37, rtol=1e-12)
+    assert res.passed, res.summary()
+    assert all(o.written > 0 for o in res.outputs)
+
+
 @pytest.mark.slow
 def test_fused_granule_is_bit_identical_to_the_cpu_target(monkeypatch, icoforge_cache):
     """Every program of the granule's variants with `fuse: *`, CUDA code by emulation, three

@@ -23,6 +23,7 @@ from conftest import GPU_TEST_SEED, REPRESENTATIVES
 from kind_programs import KIND_PROGRAMS, CellDim, EdgeDim, KDim, C2EDim
 
 from icoforge.backend.codegen.cuda import PRELUDE
+from icoforge.backend.fuse import fuse_kernels
 from icoforge.backend.gpu import cupy_vendor, gpu_artifact, make_gpu_backend
 from icoforge.backend.gpu_check import find_nvcc, nvcc_check
 from icoforge.backend.schedule import ProgramSchedule, Schedule, resolve
@@ -70,6 +71,8 @@ GPU_SCHEDULES: dict[str, ProgramSchedule] = {
         },
         per_program={"extrapolate_at_top": S(block=(64, 4), k_per_thread=3, k_unroll=2)},
     ),
+    "fuse": ProgramSchedule(S(block=(32, 4)), fuse=("*",)),  # kernel fusion, with the CUDA default
+    "fuse_smem_kpt2": ProgramSchedule(S(block=(64, 2), k_per_thread=2, smem_tables=("*",)), fuse=("*",)),
 }  # fmt: skip
 
 EXTRA = tuple(n for n in os.environ.get("ICOFORGE_GPU_SCHEDULE_PROGRAMS", "").split(",") if n)
@@ -150,13 +153,13 @@ def test_gpu_schedule_grid_is_legal_for_every_program_and_vendor(representative_
                 continue  # its per-kernel entries are for the kernels of the bound variant
             for vendor in ("cuda", "hip"):
                 for name, program in programs.items():
-                    resolve(program, ps, vendor)  # raises ScheduleError on an illegal combination
+                    resolve(fuse_kernels(program) if ps.fuses(name) else program, ps, vendor)  # ScheduleError if illegal
     # the per-kernel entries name kernels the GPU tests compile (a renamed kernel is refused there)
     kernels = {k.name for p in gpu_test_irs.values() for k in p.kernels()}
     assert set(dict(GPU_SCHEDULES["per_kernel_and_program"].per_kernel)) <= kernels
     programs = {**gpu_test_irs, **kind_irs}
     if find_nvcc() is not None:
-        for sid in ("everything", "per_kernel_and_program"):  # all programs as one translation unit
+        for sid in ("everything", "per_kernel_and_program", "fuse_smem_kpt2"):  # all programs as one translation unit
             arts = [gpu_artifact(program, "cuda", GPU_SCHEDULES[sid]) for program in programs.values()]
             unit = "\n".join(a.module_source if n == 0 else a.module_source.split(PRELUDE, 1)[1] for n, a in enumerate(arts))
             assert {r.kernel for r in nvcc_check(unit)} == {k for a in arts for k in a.kernel_names}, sid
