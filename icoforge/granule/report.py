@@ -304,7 +304,9 @@ def run_table(data: Data) -> TableSpec:
         ["seed, factory backend", f"{opts['seed']}, {opts['factory_backend']}"],
         ["static fields key", str(data.get("static_fields_key") or "-")],
     ]
-    for key, label in (("date", "date"), ("host", "host"), ("gpu", "GPU"), ("cpus", "CPUs"), ("python", "Python")):
+    keys = (("date", "date"), ("host", "host"), ("gpu", "GPU"), ("cpus", "CPUs"), ("python", "Python"),
+            ("icoforge_schedule", "icoforge schedule ($ICOFORGE_SCHEDULE)"))  # fmt: skip
+    for key, label in keys:
         if any(key in env for _, env in envs):
             rows.append([label, _one_or_each([(lbl, env.get(key)) for lbl, env in envs])])
     dists = dict.fromkeys(d for _, env in envs for d in env.get("versions", {}))

@@ -299,6 +299,15 @@ def test_report_tables_and_json():
     assert set(data["backends"][1]["variants"]) == set(VARIANTS)
 
 
+def test_markdown_names_the_schedule_of_the_run():
+    from icoforge.granule.report import markdown_report
+
+    rep = _fake_report()
+    assert "ICOFORGE_SCHEDULE" not in markdown_report(rep)
+    rep.environment["icoforge_schedule"] = '{"fuse": ["*"]}'
+    assert '| icoforge schedule ($ICOFORGE_SCHEDULE) | {"fuse": ["*"]} |' in markdown_report(rep)
+
+
 # --- CLI ----------------------------------------------------------------------------------------
 
 
