@@ -1,4 +1,5 @@
-"""What the CUDA/HIP host plan costs in Python per call, and how much of it is the bounds checks.
+"""What the CUDA/HIP host plan costs in Python per call, how much of it is the bounds checks, and
+what a replayed call costs (`Runtime.run`: the same fields and scalars as an earlier call).
 
 The host plan (generated Python, codegen/cuda.py) evaluates domain bounds, checks every field's
 extent against the kernel's accesses (`_require`, since 2026-11-29), takes temporaries from the
@@ -56,13 +57,13 @@ def main() -> None:
     grid = load_grid(opts.grid, levels=opts.levels, show_progress=False)
 
     class NoLaunch(EmulatedRuntime):
-        def launch(self, kernel, grid_, block, args) -> None:
+        def _launch(self, kernel, grid_, block, args) -> None:
             self.launches += 1
 
     print(f"host plan per call, {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
           f"{opts.grid}/{opts.levels}, CUDA default schedule, launches that do nothing\n")  # fmt: skip
-    print("| program | kernels launched | extent checks | plan µs/call | without checks | checks µs/call |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| program | kernels launched | extent checks | plan µs/call | without checks | checks µs/call | replayed µs/call |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name in BIG_FOUR:
         info = get_program(name)
         art = gpu_artifact(program_ir(info.program, grid.connectivities), "cuda", ProgramSchedule(VENDOR_DEFAULTS["cuda"]))
@@ -80,7 +81,14 @@ def main() -> None:
             timings.append(_per_call_us(ns["launch"], args, grid.connectivities, kernels, rt, opts.reps))
             launched = rt.launches // (50 + 5 * opts.reps)
         checks = art.host_plan.count("_require(") - 1  # minus the helper's definition
-        print(f"| {name} | {launched} | {checks} | {timings[0]:.1f} | {timings[1]:.1f} | {timings[0] - timings[1]:.1f} |")
+        ns = {}
+        exec(compile(art.host_plan, f"<host plan {name}>", "exec"), ns)
+        rt = NoLaunch(name)
+        rt.launches = 0
+        plan = ns["launch"]
+        replayed = _per_call_us(lambda a, op, k, r: r.run(plan, a, op, k), args, grid.connectivities, kernels, rt, opts.reps)
+        assert rt.launches == launched * (50 + 5 * opts.reps), "replay launched other kernels than the plan"
+        print(f"| {name} | {launched} | {checks} | {timings[0]:.1f} | {timings[1]:.1f} | {timings[0] - timings[1]:.1f} | {replayed:.1f} |")
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ class EmulatedRuntime(Runtime):
     def _ptr(self, arr: np.ndarray) -> int:
         return arr.ctypes.data
 
-    def launch(self, kernel: Any, grid: tuple, block: tuple, args: tuple) -> None:
+    def _launch(self, kernel: Any, grid: tuple, block: tuple, args: tuple) -> None:
         boxes = [np.array([a]) for a in args]  # keep every scalar alive while the call runs
         ptrs = (ctypes.c_void_p * len(boxes))(*(b.ctypes.data for b in boxes))
         kernel(grid[0], grid[1], block[0], block[1], ptrs)
@@ -105,7 +105,7 @@ def load_emulated(art: GPUArtifact):
     def program(*args: Any, offset_provider: dict, out: Any = None) -> None:
         if out is not None:
             args = (*args, out)
-        launch(ir.flat_call_args(args, art.tuple_params, art.program_name), offset_provider, kernels, rt)
+        rt.run(launch, ir.flat_call_args(args, art.tuple_params, art.program_name), offset_provider, kernels)
 
     program.icoforge_artifact = art  # type: ignore[attr-defined]  # kernel names for reports
     return program

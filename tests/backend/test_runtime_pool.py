@@ -73,3 +73,69 @@ def test_span_of_a_field_and_of_an_empty_array():
     last = sum((n - 1) * st for n, st in zip(arr.shape, arr.strides))
     assert rt.span(f) == (arr.ctypes.data, arr.ctypes.data + last + arr.itemsize)
     assert rt.span(f) is rt.span(f)  # made once
+
+
+def _recorder(rt, calls):
+    """A stand-in host plan: views and a temporary from the runtime, one launch per call."""
+
+    def plan(args, offset_provider, kernels, rt_):
+        assert rt_ is rt
+        calls.append(args)
+        view, _ = rt.field(args[0], 2, np.float64)
+        tmp = rt.temporary("t", (0, int(args[1])), (0, 4), np.float64)
+        rt.launch(kernels["k"], (1, 1, 1), (32, 1, 1), (*view, *tmp, np.int32(args[1])))
+
+    return plan
+
+
+def test_a_call_with_the_same_fields_and_scalars_replays_its_launches():
+    import gt4py.next as gtx
+    from icon4py.model.common import dimension as dims
+
+    class Counting(EmulatedRuntime):
+        def _launch(self, kernel, grid, block, args):
+            self.launched.append((kernel, grid, block, args))
+
+    rt = Counting("p")
+    rt.launched = []
+    calls: list = []
+    plan = _recorder(rt, calls)
+    f = gtx.as_field([dims.CellDim, dims.KDim], np.zeros((6, 4)))
+    op = {}
+    rt.run(plan, (f, 6), op, {"k": "kernel"})
+    rt.run(plan, (f, 6), op, {"k": "kernel"})  # replayed: the plan does not run again
+    assert len(calls) == 1 and len(rt.launched) == 2 and rt.launched[0] == rt.launched[1]
+    rt.run(plan, (f, 5), op, {"k": "kernel"})  # another scalar: the plan runs
+    g = gtx.as_field([dims.CellDim, dims.KDim], np.ones((6, 4)))
+    rt.run(plan, (g, 6), op, {"k": "kernel"})  # another field object: the plan runs
+    assert len(calls) == 3 and rt.launched[-1][3][0] == np.uint64(g.ndarray.ctypes.data)
+    rt.run(plan, (f, 100), op, {"k": "kernel"})  # the temporary grows: a new buffer ...
+    rt.run(plan, (f, 6), op, {"k": "kernel"})  # ... so the earlier recording of (f, 6) is stale
+    assert len(calls) == 5 and rt.launched[-1][3][3] == np.uint64(rt.pool["t"].ctypes.data)
+    rt.run(plan, (np.zeros((6, 4)), 6), op, {"k": "kernel"})  # a bare array: never replayed
+    rt.run(plan, (np.zeros((6, 4)), 6), op, {"k": "kernel"})
+    assert len(calls) == 7
+
+
+def test_a_failing_call_records_nothing_and_replay_can_be_switched_off(monkeypatch):
+    import gt4py.next as gtx
+    from icon4py.model.common import dimension as dims
+
+    rt = EmulatedRuntime("p")
+    f = gtx.as_field([dims.CellDim, dims.KDim], np.zeros((6, 4)))
+
+    def refusing(args, offset_provider, kernels, rt_):
+        raise ValueError("refused")
+
+    for _ in range(2):
+        with np.testing.assert_raises(ValueError):
+            rt.run(refusing, (f,), {}, {})
+    assert not rt._plans
+    monkeypatch.setenv("ICOFORGE_HOST_REPLAY", "0")
+    off = EmulatedRuntime("p")
+    calls: list = []
+    off._launch = lambda *a: None
+    plan = _recorder(off, calls)
+    for _ in range(2):
+        off.run(plan, (f, 6), {}, {"k": "kernel"})
+    assert len(calls) == 2 and not off._plans
