@@ -193,7 +193,7 @@ class ProgramSchedule:
             v = getattr(self, name)
             object.__setattr__(self, name, tuple(sorted((v.items() if isinstance(v, dict) else v))))
         fuse = (self.fuse,) if isinstance(self.fuse, str) else self.fuse
-        if not all(isinstance(p, str) and p for p in fuse):
+        if not isinstance(fuse, (list, tuple)) or not all(isinstance(p, str) and p for p in fuse):
             raise ScheduleError(f"fuse: a list of program names (or \"*\"), got {self.fuse!r}")
         object.__setattr__(self, "fuse", tuple(sorted(set(fuse))))
 
@@ -273,7 +273,26 @@ def schedule_from_env(vendor: str) -> ProgramSchedule:
     if not isinstance(data, dict):
         raise ScheduleError(f"${SCHEDULE_ENV}: a JSON object is needed, got {type(data).__name__}")
     data.setdefault("default", VENDOR_DEFAULTS[vendor].to_json())
-    return ProgramSchedule.from_json(data)
+    try:
+        return ProgramSchedule.from_json(data)
+    except (TypeError, ValueError, AttributeError) as e:  # e.g. "default": 5
+        raise ScheduleError(f"${SCHEDULE_ENV}: not a schedule ({e})") from None
+
+
+def use_schedule(text: str) -> None:
+    """`--schedule` of `icoforge greenline` and `icoforge run`: check the schedule (JSON or a JSON
+    file) now, before minutes of compiling, and make it `$ICOFORGE_SCHEDULE` for this process and
+    the compile workers it starts."""
+    old = os.environ.get(SCHEDULE_ENV)
+    os.environ[SCHEDULE_ENV] = text
+    try:
+        schedule_from_env("cuda").default.validate("--schedule")
+    except ScheduleError as e:
+        if old is None:
+            os.environ.pop(SCHEDULE_ENV, None)
+        else:
+            os.environ[SCHEDULE_ENV] = old
+        raise ScheduleError(f"--schedule: {str(e).removeprefix(f'${SCHEDULE_ENV}: ')}") from None
 
 
 VENDOR_DEFAULTS = {

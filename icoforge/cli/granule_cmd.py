@@ -74,6 +74,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="hold an exclusive flock on PATH (created if missing) during each backend's verification, timed "
         "and profiled steps, not during compiling: parallel runs (one backend each) measure one at a time",
     )  # fmt: skip
+    p.add_argument(
+        "--schedule", metavar="JSON|FILE",
+        help='schedule of the icoforge GPU backends (ProgramSchedule JSON or a file), e.g. \'{"fuse": ["*"]}\'; '
+        "sets $ICOFORGE_SCHEDULE; kernels it does not name keep the vendor default",
+    )  # fmt: skip
     p.add_argument("--json", metavar="PATH", help="also write the full report as JSON ('-' for stdout, no tables)")
     p.add_argument("--markdown", metavar="PATH", help="also write the report as Markdown (for benchmarks/)")
     p.set_defaults(func=cmd_greenline)
@@ -99,6 +104,10 @@ def cmd_greenline(args: argparse.Namespace) -> int:
 
     from icoforge.granule.greenline import GreenlineOptions, run_greenline
 
+    if args.schedule:
+        from icoforge.backend.schedule import use_schedule
+
+        use_schedule(args.schedule)
     opts = GreenlineOptions(
         grid=args.grid,
         levels=args.levels,

@@ -32,6 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--compare", nargs="+", default=[], metavar="BACKEND",
         help="more backends: timed, and verified against --backend",
     )  # fmt: skip
+    p.add_argument(
+        "--schedule", metavar="JSON|FILE",
+        help='schedule of the icoforge GPU backends (ProgramSchedule JSON or a file), e.g. \'{"fuse": ["*"]}\'; '
+        "sets $ICOFORGE_SCHEDULE; kernels it does not name keep the vendor default",
+    )  # fmt: skip
     p.add_argument("--repeat", type=int, default=10, help="timed calls per backend (default 10)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument(
@@ -90,6 +95,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise IcoforgeError(f"--levels must be a positive number of levels, got {args.levels}")
     if args.repeat < 1:
         raise IcoforgeError(f"--repeat must be at least 1, got {args.repeat}")
+    if args.schedule:
+        from icoforge.backend.schedule import use_schedule
+
+        use_schedule(args.schedule)
     backends = [args.backend, *args.compare]
     for name in backends:  # a typo fails now, not after minutes of compiling
         get_backend(name)

@@ -8,6 +8,7 @@ and our own backend are imported only when asked for.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -72,9 +73,16 @@ def backend_names() -> tuple[str, ...]:
     return tuple(BACKEND_FACTORIES)
 
 
-@functools.cache
 def get_backend(name: str) -> Any:
-    """The backend called `name` (None for "embedded"); misspelt names raise UnknownNameError."""
+    """The backend called `name` (None for "embedded"); misspelt names raise UnknownNameError.
+    One object per name and process, and for icoforge's GPU backends per `$ICOFORGE_SCHEDULE`
+    (their schedule): a changed schedule never reuses a backend made under another."""
+    schedule = os.environ.get("ICOFORGE_SCHEDULE", "") if name.startswith("icoforge") else ""
+    return _make_backend(name, schedule)
+
+
+@functools.cache
+def _make_backend(name: str, schedule: str) -> Any:
     try:
         factory = BACKEND_FACTORIES[name]
     except KeyError:

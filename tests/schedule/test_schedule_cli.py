@@ -69,3 +69,39 @@ def test_fuse_shows_the_fused_kernels_and_takes_settings_for_them(tiny_grid, cap
     assert fused["schedule"]["block"] == [64, 2]
     assert out["schedule"]["fuse"] == ["compute_rho_theta_pgrad_and_update_vn"]
     assert "comp_rho_thet_pgra_upda_vn_k7to10(" in src.read_text()
+
+
+@pytest.mark.parametrize(
+    "command, schedule, message",
+    [
+        ("greenline", "{bad", "--schedule: not valid JSON"),
+        ("greenline", '{"default": {"block": [2000, 1]}}', "2000 threads exceeds 1024"),
+        ("run", '{"fuse": 5}', 'fuse: a list of program names (or "*")'),
+        ("run", '{"default": 5}', "--schedule: not a schedule"),
+        ("run", "/no/such/schedule.json", "neither JSON nor a readable file"),
+    ],
+)
+def test_bad_schedule_option_fails_in_one_line_before_any_work(command, schedule, message, capsys, monkeypatch):
+    monkeypatch.delenv("ICOFORGE_SCHEDULE", raising=False)
+    argv = [command, *(["extrapolate_at_top"] if command == "run" else []), "--schedule", schedule]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "icoforge: error:" in err and message in err and "Traceback" not in err
+    assert "ICOFORGE_SCHEDULE" not in __import__("os").environ  # a refused schedule is not left behind
+
+
+def test_schedule_option_reaches_the_backend_made_by_name(tiny_grid, capsys, monkeypatch):
+    from icoforge.suite.backends import get_backend
+
+    monkeypatch.delenv("ICOFORGE_SCHEDULE", raising=False)
+    plain = get_backend("icoforge-emulated-cuda")
+    argv = ["run", "extrapolate_at_top", *GRID, "--backend", "icoforge-emulated-cuda", "--compare", "icoforge-cpu",
+            "--repeat", "1", "--schedule", '{"default": {"block": [64, 2]}, "fuse": ["*"]}']  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out
+    fused = get_backend("icoforge-emulated-cuda")  # made under the option's schedule, not the plain one
+    assert fused is not plain and fused.executor.schedule is None  # the executor reads $ICOFORGE_SCHEDULE
+    from icoforge.backend.schedule import schedule_from_env
+
+    assert schedule_from_env("cuda").default.block == (64, 2) and schedule_from_env("cuda").fuses("extrapolate_at_top")
