@@ -29,7 +29,7 @@ import dataclasses
 from icoforge.backend import ir
 
 
-def _own_point(e: ir.Expr, dims: tuple[str, ...], kinds: dict[str, str]) -> bool:
+def own_point(e: ir.Expr, dims: tuple[str, ...], kinds: dict[str, str]) -> bool:
     """`e` loads its field at the kernel's own (i, k): no offset, no neighbour, no local slot."""
     own = {"horizontal": ir.HIndex, "vertical": ir.KIndex}
     return (
@@ -109,7 +109,7 @@ def _one_rewrite(program: ir.ProgramIR, moves: list[tuple[str, tuple[str, ...]]]
             if src == dst or src in nested or dst in nested:
                 continue
             dims, dtype = _dims_dtype(program, dst)
-            if _dims_dtype(program, src) != (dims, dtype) or not _own_point(value, dims, kinds):
+            if _dims_dtype(program, src) != (dims, dtype) or not own_point(value, dims, kinds):
                 continue
             if c.domain.hdim is None and any(kinds.get(d) == "horizontal" for d in dims):
                 continue

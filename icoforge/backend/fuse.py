@@ -26,7 +26,7 @@ import dataclasses
 import re
 
 from icoforge.backend import ir
-from icoforge.backend.forward import _own_point
+from icoforge.backend.forward import own_point
 
 _MEMBER = re.compile(r"^(.*)_k(\d+)$")
 _FUSED = re.compile(r"^(.*)_k(\d+)(?:to\d+)?$")
@@ -64,7 +64,7 @@ def _loads(stmts: tuple[ir.Stmt, ...]) -> list[ir.Load]:
 
 def _only_own_point(stmts: tuple[ir.Stmt, ...], fields: set[str], program: ir.ProgramIR) -> bool:
     kinds = dict(program.dim_kinds)
-    return all(_own_point(e, program.field(e.field).dims, kinds) for e in _loads(stmts) if e.field in fields)
+    return all(own_point(e, program.field(e.field).dims, kinds) for e in _loads(stmts) if e.field in fields)
 
 
 def can_fuse(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR) -> bool:
