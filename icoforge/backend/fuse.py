@@ -42,20 +42,20 @@ def _vars(stmts: tuple[ir.Stmt, ...]) -> set[str]:
 
 
 def _rename_vars(stmts: tuple[ir.Stmt, ...], mapping: dict[str, str]) -> tuple[ir.Stmt, ...]:
-    def var(v: ir.Var) -> ir.Var:
-        return dataclasses.replace(v, name=mapping[v.name]) if v.name in mapping else v
+    def var(e: ir.Expr) -> ir.Expr:
+        return dataclasses.replace(e, name=mapping[e.name]) if isinstance(e, ir.Var) and e.name in mapping else e
 
-    def fn(e: ir.Expr) -> ir.Expr:
-        return var(e) if isinstance(e, ir.Var) else e
+    def declared(stmts: tuple[ir.Stmt, ...]) -> tuple[ir.Stmt, ...]:  # the variables Let/Declare define
+        out: list[ir.Stmt] = []
+        for s in stmts:
+            if isinstance(s, (ir.Let, ir.Declare)):
+                s = dataclasses.replace(s, var=var(s.var))
+            elif isinstance(s, ir.If):
+                s = ir.If(s.cond, declared(s.then), declared(s.orelse))
+            out.append(s)
+        return tuple(out)
 
-    out: list[ir.Stmt] = []
-    for s in ir.rewrite_stmts(stmts, fn):
-        if isinstance(s, (ir.Let, ir.Declare)):
-            s = dataclasses.replace(s, var=var(s.var))
-        elif isinstance(s, ir.If):
-            s = ir.If(s.cond, _rename_vars(s.then, mapping), _rename_vars(s.orelse, mapping))
-        out.append(s)
-    return tuple(out)
+    return declared(ir.rewrite_stmts(stmts, var))  # rewrite_stmts: the uses, through If branches
 
 
 def _loads(stmts: tuple[ir.Stmt, ...]) -> list[ir.Load]:
@@ -106,10 +106,11 @@ def merge(a: ir.Kernel, b: ir.Kernel) -> ir.Kernel:
     shared = _shared_prologue(a, b)
     prologue_b = tuple(s for s in b.prologue if not (isinstance(s, ir.Let) and s.var.name in shared))
     taken = _vars(a.all_stmts())
+    own = _vars(prologue_b + b.body)
     mapping: dict[str, str] = {}
-    for name in sorted((_vars(prologue_b + b.body) & taken) - shared):
+    for name in sorted((own & taken) - shared):
         new, n = f"{name}_b", 1
-        while new in taken or new in mapping.values():
+        while new in taken or new in own or new in mapping.values():
             n += 1
             new = f"{name}_b{n}"
         mapping[name] = new

@@ -96,6 +96,20 @@ def test_variables_are_renamed_and_common_neighbour_indices_shared():
     assert k.body[-1] == store("out", add(ir.Var("x_b", "float64"), load("t")))
 
 
+def test_renamed_variables_do_not_meet_the_second_kernels_own_names():
+    x, x_b = ir.Var("x", "float64"), ir.Var("x_b", "float64")
+    a = kernel("p_k0", ir.Let(x, load("a")), store("t", x))
+    cond = ir.Binary("less", x, x_b, "bool")
+    b = kernel("p_k1", ir.Let(x, load("b")), ir.Let(x_b, load("t")),
+               ir.If(cond, (ir.Let(ir.Var("y", "float64"), x, ), store("out", x)), (store("out", x_b),)))  # fmt: skip
+    (k,) = fuse.fuse_kernels(program([a, b])).kernels()
+    lets = [s.var.name for s in ir.walk_stmts(k.body) if isinstance(s, ir.Let)]
+    assert lets == ["x", "x_b2", "x_b", "y"] and len(set(lets)) == len(lets)
+    branch = k.body[-1]
+    assert branch.cond == ir.Binary("less", ir.Var("x_b2", "float64"), x_b, "bool")
+    assert branch.then[-1] == store("out", ir.Var("x_b2", "float64")) and branch.orelse == (store("out", x_b),)
+
+
 def test_field_arguments_touched_by_other_members_must_not_share_memory():
     p = program([kernel("p_k0", store("out", load("a", neighbour=True))), kernel("p_k1", store("out2", load("b", neighbour=True)))])
     f = fuse.fuse_kernels(p)
