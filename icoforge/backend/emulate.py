@@ -19,7 +19,7 @@ import numpy as np
 
 from icoforge.backend import ir
 from icoforge.backend.build import build_cpu_module
-from icoforge.backend.gpu import GPUArtifact, Runtime, gpu_artifact
+from icoforge.backend.gpu import GPUArtifact, GPUExecutor, Runtime
 from icoforge.backend.schedule import ProgramSchedule, schedule_from_env
 from icoforge.errors import IcoforgeError
 
@@ -121,17 +121,12 @@ class EmulatedArtifact:
 
 @dataclasses.dataclass(frozen=True)
 class EmulatedExecutor:
-    """GT4Py executor: the GPU target's translation and code, run by CPU emulation."""
+    """GT4Py executor: the GPU target's executor, its artifact run by CPU emulation."""
 
-    vendor: str = "cuda"
-    schedule: ProgramSchedule | None = None
+    gpu: GPUExecutor
 
     def __call__(self, inp: Any) -> EmulatedArtifact:
-        from icoforge.backend.workflow import translate
-
-        tr, _ = translate(inp)
-        schedule = self.schedule or schedule_from_env(self.vendor)
-        return EmulatedArtifact(gpu_artifact(tr.program, self.vendor, schedule))
+        return EmulatedArtifact(self.gpu(inp))
 
 
 def make_emulated_backend(vendor: str = "cuda", schedule: ProgramSchedule | None = None):
@@ -143,7 +138,7 @@ def make_emulated_backend(vendor: str = "cuda", schedule: ProgramSchedule | None
 
     return gt_backend.Backend(
         name=f"icoforge_emulated_{vendor}",
-        executor=EmulatedExecutor(vendor, schedule),
+        executor=EmulatedExecutor(GPUExecutor(vendor, schedule or schedule_from_env(vendor))),
         allocator=allocators.StandardCPUFieldBufferAllocator(),
         transforms=gt_backend.DEFAULT_TRANSFORMS,
     )

@@ -101,7 +101,6 @@ def test_schedule_option_reaches_the_backend_made_by_name(tiny_grid, capsys, mon
     out = capsys.readouterr().out
     assert "PASS" in out
     fused = get_backend("icoforge-emulated-cuda")  # made under the option's schedule, not the plain one
-    assert fused is not plain and fused.executor.schedule is None  # the executor reads $ICOFORGE_SCHEDULE
-    from icoforge.backend.schedule import schedule_from_env
-
-    assert schedule_from_env("cuda").default.block == (64, 2) and schedule_from_env("cuda").fuses("extrapolate_at_top")
+    assert fused is not plain and not plain.executor.gpu.schedule.fuse
+    schedule = fused.executor.gpu.schedule
+    assert schedule.default.block == (64, 2) and schedule.fuses("extrapolate_at_top")
