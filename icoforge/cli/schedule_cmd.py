@@ -90,11 +90,11 @@ def _run(args: argparse.Namespace, settings: list[str], kernels: list[str]) -> i
     info = get_program(args.program)
     console = _console()
     # parse the settings before the (slow) GT4Py passes: a typo fails at once
-    _program_schedule(args, settings, [])
+    parsed = _program_schedule(args, settings, [])
     with console.status(f"GT4Py passes for {info.name} (cached after the first time)"):
         grid = load_grid(args.grid, levels=args.levels, show_progress=False)
         program = program_ir(info.program, grid.connectivities)
-    if _program_schedule(args, [], []).fuses(program.name):  # kernel names are the fused ones then
+    if parsed.fuses(program.name):  # kernel names are the fused ones then
         program = fuse_kernels(program)
     names = [k.name for k in program.kernels()]
     for name in kernels:
