@@ -40,6 +40,12 @@ def cupy_vendor() -> str | None:
         return None
 
 
+def _is_gt4py_field(x: Any) -> bool:
+    """A GT4Py field: frozen (its array, strides and domain never change), so what is derived
+    from it may be kept per object. A bare array's shape or strides may change in place."""
+    return hasattr(x, "ndarray")
+
+
 class Runtime:
     """What a host plan needs at call time: argument views, the temporary pool, launches."""
 
@@ -90,7 +96,7 @@ class Runtime:
     def _call_key(args: tuple, offset_provider: Any) -> tuple | None:
         parts: list[Any] = [id(offset_provider)]
         for a in args:
-            if hasattr(a, "ndarray"):
+            if _is_gt4py_field(a):
                 parts.append(id(a))
             elif isinstance(a, (bool, int, float, np.generic)):
                 parts.append((type(a), a))
@@ -117,7 +123,7 @@ class Runtime:
     def _per_field(self, cache: dict[int, tuple], field: Any, key: tuple, make: Any) -> Any:
         """`make()` once per GT4Py field object and `key`; a bare array (whose shape or strides may
         be changed in place) is never cached."""
-        if not hasattr(field, "ndarray"):
+        if not _is_gt4py_field(field):
             return make()
         hit = cache.get(id(field))
         if hit is not None and hit[0]() is field and hit[1] == key:
@@ -234,7 +240,7 @@ class _Replay:
     GT4Py's connectivities, taken not to change while it lives."""
 
     def __init__(self, args: tuple, offset_provider: Any, generation: int, launches: tuple):
-        self.fields = tuple((i, weakref.ref(a)) for i, a in enumerate(args) if hasattr(a, "ndarray"))
+        self.fields = tuple((i, weakref.ref(a)) for i, a in enumerate(args) if _is_gt4py_field(a))
         self.offset_provider = offset_provider
         self.generation = generation
         self.launches = launches
