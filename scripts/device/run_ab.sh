@@ -18,7 +18,7 @@ source scripts/device/setup.sh
 source scripts/device/lib.sh
 set -u
 END_S=${END_S:-550}
-FINAL=$OUT
+FINAL=$OUT/ab; mkdir -p $FINAL   # tarred at the end: only 8 files come back from a call
 
 schedule_json() {   # named schedules of this script -> ICOFORGE_SCHEDULE
   case "$1" in
@@ -57,7 +57,7 @@ done
 # the short table: step time and setup of each run
 python3 - $RUNS <<'EOF'
 import json, pathlib, sys, os
-out = pathlib.Path(os.environ["OUT"])
+out = pathlib.Path(os.environ["OUT"]) / "ab"
 print(f"{'run':<10} {'grid':<12} {'step ms':>8} {'fields':>7} {'cached':>6} {'construct':>9} {'compile':>8} {'outside py':>10}")
 for run in sys.argv[1:]:
     label, grid, levels, *_ = run.split(":")
@@ -68,3 +68,4 @@ for run in sys.argv[1:]:
     print(f"{label:<10} {grid + '/' + levels:<12} {b['dycore_step_ms']:8.1f} {d['common_setup_s']['static_fields']:7.1f} "
           f"{str(d['static_fields_cached']):>6} {s['construct']:9.1f} {s['compile']:8.1f} {b['profiled_dycore_step_ms'] * (1 - sum(x['share'] for x in b['programs'])):10.2f}")
 EOF
+tar czf $OUT/ab.tgz -C $OUT ab && rm -rf $OUT/ab
