@@ -1,0 +1,40 @@
+#!/bin/bash
+# One device call (issue 6, cold compile): the granule's setup with every compile cache empty,
+# ours and then one GT4Py backend, each alone on the machine (no contention), same grid.
+# The static fields should already be in $ICOFORGE_CACHE (a warm machine after a granule call of
+# the same CONFIG): they are shared input, not compiling.
+#
+#   run(carry=[".whl"], timeout_s=600, command="bash scripts/device/run_cold_compile.sh")
+#
+# Cold means: icoforge's translation and build cache empty (greenline --cold), CuPy's NVRTC kernel
+# cache empty (CUPY_CACHE_DIR), GT4Py's build cache empty (a fresh GT4PY_BUILD_CACHE_DIR).
+# Knobs: CONFIG ("REGIONAL 80"), PEER (gtfn_gpu), OURS_S / PEER_S (time limits of each run)
+
+source scripts/device/setup.sh
+source scripts/device/lib.sh
+set -u
+read -r GRID LEVELS <<< "${CONFIG:-REGIONAL 80}"
+PEER=${PEER:-gtfn_gpu}
+export PYTHONUNBUFFERED=1
+export CUPY_CACHE_DIR=$(mktemp -d /tmp/cupy-cold-XXXX)
+export GT4PY_BUILD_CACHE_LIFETIME=persistent GT4PY_BUILD_CACHE_DIR=$(mktemp -d /tmp/gt4py-cold-XXXX)
+GL="python3 -m icoforge greenline --grid $GRID --levels $LEVELS --steps 2 --warmup 1 --profile-steps 1 --only-used-variants"
+
+stamp "ours cold: $GRID/$LEVELS"
+timeout ${OURS_S:-220} $GL --backend icoforge-cuda --cold --json $OUT/cold-icoforge-cuda.json > $OUT/cold-icoforge-cuda.log 2>&1
+stamp "ours done (rc $?)"
+stamp "$PEER cold"
+timeout ${PEER_S:-330} $GL --backend $PEER --json $OUT/cold-$PEER.json > $OUT/cold-$PEER.log 2>&1
+stamp "$PEER done (rc $?)"
+
+python3 - $OUT/cold-icoforge-cuda.json $OUT/cold-$PEER.json <<'EOF'
+import json, pathlib, sys
+print(f"{'backend':<14} {'static fields':>13} {'device grid':>11} {'construct':>9} {'compile':>8} {'first calls':>11} {'total':>7} {'step ms':>8}")
+for f in map(pathlib.Path, sys.argv[1:]):
+    if not f.exists():
+        print(f"{f.name}: no report"); continue
+    d = json.loads(f.read_text()); b = d["backends"][0]; s = b["setup_s"]
+    total = s["construct"] + s["compile"] + s["first_calls"]
+    print(f"{b['backend']:<14} {d['common_setup_s']['static_fields']:13.1f} {s['device_grid']:11.1f} {s['construct']:9.1f} "
+          f"{s['compile']:8.1f} {s['first_calls']:11.1f} {total:7.1f} {b['dycore_step_ms']:8.1f}")
+EOF
