@@ -90,10 +90,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Print reports of `icoforge greenline --json` (e.g. one process per backend, run in parallel with "
             "--gpu-lock) as one report, as if their backends had been given together with --compare; the first "
             "file's backend is the reference column. Refused unless grid, levels, seed, steps and static fields "
-            "agree and every backend appears once."
+            "agree and every backend appears once. LABEL=REPORT.json names the run (e.g. off=a.json fused=b.json): "
+            "its backends are shown as 'icoforge-cuda (fused)', so one backend can be compared with itself "
+            "(two schedules, two commits)."
         ),
     )
-    m.add_argument("reports", nargs="+", metavar="REPORT.json", help="reports written by greenline --json")
+    m.add_argument(
+        "reports",
+        nargs="+",
+        metavar="[LABEL=]REPORT.json",
+        help="reports written by greenline --json, optionally labelled",
+    )
     m.add_argument("--json", metavar="PATH", help="also write the merged report as JSON ('-' for stdout, no tables)")
     m.add_argument("--markdown", metavar="PATH", help="also write the merged report as Markdown (for benchmarks/)")
     m.set_defaults(func=cmd_greenline_merge)
@@ -174,9 +181,9 @@ def _output(data: dict, args: argparse.Namespace, console: Console) -> None:
 
 
 def cmd_greenline_merge(args: argparse.Namespace) -> int:
-    from icoforge.granule.merge import load_report, merge_reports
+    from icoforge.granule.merge import load_labelled, merge_reports
 
-    merged = merge_reports([(path, load_report(path)) for path in args.reports])
+    merged = merge_reports([load_labelled(arg) for arg in args.reports])
     console = Console(stderr=True) if args.json == "-" else _console()
     _output(merged, args, console)
     failed = [c for c in merged["verification"] if not c.get("passed", True)]

@@ -9,6 +9,10 @@ run (each run loaded its own grid and static fields).
 
 Reports are refused unless they share their inputs (grid, levels, seed, steps, warm-up, profile
 steps, static-field key) and name every backend once.
+
+A/B of one backend (two schedules, two commits, a first and a second run on one machine): give
+each report a label, `fused=b.json`; its backends are then shown as `icoforge-cuda (fused)`, so the
+same backend may appear once per label.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import copy
 import json
 import pathlib
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -50,6 +55,42 @@ def load_report(path: str | pathlib.Path) -> Data:
     return data
 
 
+# LABEL=REPORT.json: a label is a short word (letters, digits, _ . + -), never a path
+_LABELLED = re.compile(r"^(?P<label>[A-Za-z0-9_.+-]+)=(?P<path>.+)$")
+
+
+def split_label(arg: str) -> tuple[str | None, str]:
+    """`fused=b.json` -> ("fused", "b.json"); a plain path (also one that contains "=" but exists as
+    a file) -> (None, path)."""
+    m = _LABELLED.match(arg)
+    if m is None or pathlib.Path(arg).exists():
+        return None, arg
+    return m["label"], m["path"]
+
+
+def label_report(data: Data, label: str) -> Data:
+    """A copy of `data` whose backends (and verification rows) are named `backend (label)`."""
+    if not _LABELLED.match(f"{label}=x"):
+        raise IcoforgeError(f"label {label!r}: use letters, digits and _ . + - only")
+    out = copy.deepcopy(data)
+    renamed = {}
+    for b in out["backends"]:
+        renamed[b["backend"]] = b["backend"] = f"{b['backend']} ({label})"
+        b["label"] = label
+    for c in out.get("verification", []):
+        for key in ("backend", "reference"):
+            c[key] = renamed.get(c.get(key), c.get(key))
+    out["options"]["backends"] = [renamed.get(n, n) for n in out["options"].get("backends", [])]
+    return out
+
+
+def load_labelled(arg: str) -> tuple[str, Data]:
+    """(file name, report) of a command-line argument `[LABEL=]REPORT.json`."""
+    label, path = split_label(arg)
+    data = load_report(path)
+    return path, data if label is None else label_report(data, label)
+
+
 def merge_reports(reports: Sequence[tuple[str, Data]]) -> Data:
     """`reports`: (file name, report) pairs, the reference first. Returns one report (JSON form)."""
     if not reports:
@@ -67,7 +108,9 @@ def merge_reports(reports: Sequence[tuple[str, Data]]) -> Data:
             name = b["backend"]
             if name in seen:
                 where = f"in {file} twice" if seen[name] == file else f"in {seen[name]} and {file}"
-                raise IcoforgeError(f"backend {name} appears {where}: merge each backend once")
+                raise IcoforgeError(
+                    f"backend {name} appears {where}: merge each backend once, or label the runs (LABEL=REPORT.json)"
+                )
             seen[name] = file
 
     merged = copy.deepcopy(first)

@@ -21,7 +21,7 @@ from icoforge.errors import IcoforgeError
 from icoforge.granule import greenline, report
 from icoforge.granule.gpulock import GpuLock
 from icoforge.granule.greenline import GreenlineOptions, GreenlineReport
-from icoforge.granule.merge import merge_reports
+from icoforge.granule.merge import label_report, merge_reports, split_label
 from icoforge.granule.runner import VARIANTS, BackendResult, ProgramRow
 
 # --- fake reports ---------------------------------------------------------------------------------
@@ -150,6 +150,33 @@ def test_merge_refuses_a_backend_twice(tmp_path, capsys):
     assert main(["greenline-merge", a, b]) == 2
     err = capsys.readouterr().err
     assert f"backend gtfn_gpu appears in {a} and {b}" in err and len(err.strip().splitlines()) == 1
+
+
+def test_labelled_runs_of_one_backend_are_compared_side_by_side(tmp_path, capsys):
+    off = _write(tmp_path, "off.json", _report(_result("icoforge-cuda", 1.0)))
+    fused = _write(tmp_path, "fused.json", _report(_result("icoforge-cuda", 0.8)))
+    out = tmp_path / "ab.json"
+    assert main(["greenline-merge", f"off={off}", f"fused={fused}", "--json", str(out)]) == 0
+    merged = json.loads(out.read_text())
+    assert [b["backend"] for b in merged["backends"]] == ["icoforge-cuda (off)", "icoforge-cuda (fused)"]
+    assert [b["label"] for b in merged["backends"]] == ["off", "fused"]
+    # the numbers are each run's own: the fused run's steps are 0.8x the other's
+    steps = [b["dycore_step_ms"] for b in merged["backends"]]
+    assert steps[1] == pytest.approx(0.8 * steps[0])
+    assert [s["file"] for s in merged["merged_from"]] == [off, fused]
+    text = capsys.readouterr().out
+    assert "icoforge-cuda (fused)" in text and "1.25x" in text  # speed-up of the labelled run vs the first
+
+
+def test_labels_split_only_a_word_before_the_equals_sign(tmp_path):
+    odd = tmp_path / "a=b.json"  # an existing file whose name holds "=" stays a path
+    odd.write_text("{}")
+    assert split_label(str(odd)) == (None, str(odd))
+    assert split_label("fused=/x/y.json") == ("fused", "/x/y.json")
+    assert split_label("/x/y.json") == (None, "/x/y.json")
+    assert split_label("dir/a=b.json")[0] is None  # a path, not a label
+    with pytest.raises(IcoforgeError, match="label"):
+        label_report(_report(_result("gtfn_gpu", 1.0)).to_json(), "two words")
 
 
 def test_merge_refuses_files_that_are_not_reports(tmp_path):
