@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import concurrent.futures as cf
 import datetime
-import multiprocessing
+import functools
 import os
 import pathlib
 import platform
@@ -73,31 +72,39 @@ def gpu_check(args) -> int:
 
 
 def verify_all(args) -> int:
-    from icoforge.backend.checks import verify_one
+    from icoforge.backend.checks import VerifyRow
+    from icoforge.parallel import WorkerDied, map_isolated
 
     names = _names(args)
     if any(lv <= 0 for lv in args.levels):
         raise IcoforgeError("--levels must be positive")
     results = {}
-    ctx = multiprocessing.get_context("spawn")
-    with Progress(console=Console(stderr=True)) as progress, cf.ProcessPoolExecutor(args.jobs, mp_context=ctx) as pool:
-        task = progress.add_task("verifying", total=len(names) * len(args.levels))
-        futs = {
-            pool.submit(verify_one, n, args.grid, lv, args.reference, random.randrange(1 << 16)): (n, lv)
-            for lv in args.levels
-            for n in names
-        }
-        for fut in cf.as_completed(futs):
-            results[futs[fut]] = row = fut.result()
+    cases = [(n, lv, random.randrange(1 << 16)) for lv in args.levels for n in names]  # a rerun keeps its seed
+    with Progress(console=Console(stderr=True)) as progress:
+        task = progress.add_task("verifying", total=len(cases))
+        verify = functools.partial(_verify_case, args.grid, args.reference)
+        for (n, lv, _), row in map_isolated(verify, cases, args.jobs):
+            if isinstance(row, BaseException):  # verify_one reports its own errors: its worker died (or pickling)
+                detail = str(row) if isinstance(row, WorkerDied) else f"{type(row).__name__}: {row}"
+                row = VerifyRow(n, "ERROR", float("nan"), 0.0, detail)
+            results[(n, lv)] = row
             progress.update(task, advance=1, description=f"{row.status} {row.program}")
             if args.out:  # the table so far: a long run that is cut off still leaves its results
-                pathlib.Path(args.out).write_text(_verify_table(args, results, len(futs)))
-    text = _verify_table(args, results, len(futs))
+                pathlib.Path(args.out).write_text(_verify_table(args, results, len(cases)))
+    text = _verify_table(args, results, len(cases))
     if args.out:
         pathlib.Path(args.out).write_text(text)
     print(text)
     failed = [r for r in results.values() if r.status != "PASS"]
     return 1 if failed else 0
+
+
+def _verify_case(grid: str, reference: str, case: tuple[str, int, int]):
+    """One verify-all case in a worker (module level, so that spawned workers can import it)."""
+    from icoforge.backend.checks import verify_one
+
+    name, levels, seed = case
+    return verify_one(name, grid, levels, reference, seed)
 
 
 def _verify_table(args, results: dict, expected: int) -> str:

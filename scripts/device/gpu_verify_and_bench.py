@@ -13,9 +13,7 @@ Usage: python scripts/device/gpu_verify_and_bench.py [--jobs N] [--programs a,b]
 from __future__ import annotations
 
 import argparse
-import concurrent.futures as cf
 import json
-import multiprocessing
 import os
 import pathlib
 import sys
@@ -67,6 +65,11 @@ def _verify_task(name: str, with_gtfn: bool, seeds: dict[str, int] | None = None
         row["seconds"] = round(time.perf_counter() - t0, 1)
         rows.append(row)
     return rows
+
+
+def _verify_case(case: tuple) -> list[dict]:
+    """`_verify_task(*case)`: map_isolated passes one argument."""
+    return _verify_task(*case)
 
 
 def compulsory_bytes(info, args) -> int:
@@ -179,16 +182,17 @@ def main() -> int:
     rows: list[dict] = []
     if not opts.skip_verify:
         t0 = time.perf_counter()
-        ctx = multiprocessing.get_context("spawn")
-        with cf.ProcessPoolExecutor(opts.jobs, mp_context=ctx) as pool, open(out / "verify.jsonl", "w") as log:
+        from icoforge.parallel import WorkerDied, map_isolated
+
+        with open(out / "verify.jsonl", "w") as log:
             gtfn = set(names) if opts.gtfn_for == "all" else set(opts.gtfn_for.split(",")) - {"none"}
             seeds = {k: int(v) for k, v in (kv.split("=") for kv in opts.seeds.split(",") if kv)}
-            futs = {pool.submit(_verify_task, n, n in gtfn, seeds, opts.schedule): n for n in names}
-            for fut in cf.as_completed(futs):
-                try:
-                    got = fut.result()
-                except Exception as e:  # a worker died
-                    got = [{"program": futs[fut], "status": "ERROR", "detail": repr(e)}]
+            cases = [(n, n in gtfn, seeds, opts.schedule) for n in names]
+            # a worker that dies (out of memory, segfault) costs only its own program: map_isolated reruns the others
+            for case, got in map_isolated(_verify_case, cases, opts.jobs):
+                if isinstance(got, BaseException):  # _verify_task reports its own errors: its worker died
+                    detail = str(got) if isinstance(got, WorkerDied) else repr(got)
+                    got = [{"program": case[0], "status": "ERROR", "detail": detail}]
                 for r in got:
                     log.write(json.dumps(r) + "\n")
                     log.flush()
