@@ -108,6 +108,7 @@ def load_emulated(art: GPUArtifact):
         rt.run(launch, ir.flat_call_args(args, art.tuple_params, art.program_name), offset_provider, kernels)
 
     program.icoforge_artifact = art  # type: ignore[attr-defined]  # kernel names for reports
+    program.icoforge_runtime = rt  # type: ignore[attr-defined]  # as on the GPU: timers attach to it
     return program
 
 

@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "icoforge.cli.schedule_cmd",  # schedules: show, validate, sweep
     "icoforge.cli.perf_cmd",  # explain, roofline, profile
     "icoforge.cli.granule_cmd",  # greenline
+    "icoforge.cli.tune_cmd",  # tune
 )
 
 

@@ -84,8 +84,9 @@ def _nvtx():
 
 
 def _kernel_name(kernel: Any) -> str:
-    """The IR kernel's name: the 64-bit twin of an index_bits="auto" kernel is timed as the kernel."""
-    name = getattr(kernel, "name", None) or repr(kernel)
+    """The IR kernel's name: the 64-bit twin of an index_bits="auto" kernel is timed as the kernel.
+    CuPy kernels carry `.name`; the CPU emulation's ctypes functions are named `emu_<kernel>`."""
+    name = getattr(kernel, "name", None) or getattr(kernel, "__name__", "").removeprefix("emu_") or repr(kernel)
     return name.removesuffix(WIDE_SUFFIX)  # kernel names end in _k<number>: only twins end in the suffix
 
 
@@ -152,15 +153,66 @@ def time_gpu_kernels(
     schedule = schedule or ProgramSchedule(default=VENDOR_DEFAULTS[vendor])
     fn = gpu_artifact(program, vendor, schedule).load()
     pos = positional(program, args)
+    return time_loaded_gpu_kernels(fn, lambda: fn(*pos, offset_provider=offset_provider), cp, repeat, warmup)
+
+
+def time_loaded_gpu_kernels(
+    fn: Any, call: Callable[[], Any], cp: Any, repeat: int = 20, warmup: int = 2
+) -> tuple[dict[str, Stats], Stats]:
+    """(per-kernel seconds, whole-call seconds) of a loaded GPU program `fn` run by `call()`."""
     sync = cp.cuda.runtime.deviceSynchronize
-    whole = time_call(lambda: fn(*pos, offset_provider=offset_provider), repeat, warmup, sync)
+    whole = time_call(call, repeat, warmup, sync)
     prime = queue_primer(cp, min(max(3 * whole.median, 2e-3), 0.05))
     timer = KernelTimer().attach(fn.icoforge_runtime)
     try:
         for _ in range(repeat):
             prime()
-            fn(*pos, offset_provider=offset_provider)
+            call()
         sync()
+        return timer.per_kernel(), whole
+    finally:
+        timer.detach()
+
+
+class HostKernelTimer:
+    """Wall clock around every launch of one `Runtime` whose launches run on the host (the CPU
+    emulation of the GPU code: `backend.emulate`). Same attach/detach as `KernelTimer`."""
+
+    def __init__(self):
+        self.records: list[tuple[str, float]] = []
+        self._rt = None
+
+    def attach(self, rt: Any) -> HostKernelTimer:
+        inner = type(rt).launch
+
+        def launch(kernel: Any, grid: tuple, block: tuple, args: tuple) -> None:
+            t0 = time.perf_counter()
+            inner(rt, kernel, grid, block, args)
+            self.records.append((_kernel_name(kernel), time.perf_counter() - t0))
+
+        rt.launch = launch
+        self._rt = rt
+        return self
+
+    def detach(self) -> None:
+        if self._rt is not None and "launch" in vars(self._rt):
+            del self._rt.launch
+        self._rt = None
+
+    def per_kernel(self) -> dict[str, Stats]:
+        out: dict[str, list[float]] = {}
+        for name, seconds in self.records:
+            out.setdefault(name, []).append(seconds)
+        return {n: Stats(tuple(v)) for n, v in out.items()}
+
+
+def time_loaded_host_kernels(fn: Any, call: Callable[[], Any], repeat: int = 10, warmup: int = 1) -> tuple[dict[str, Stats], Stats]:
+    """`time_loaded_gpu_kernels` for a program whose kernels run on the host (CPU emulation)."""
+    whole = time_call(call, repeat, warmup)
+    timer = HostKernelTimer().attach(fn.icoforge_runtime)
+    try:
+        for _ in range(repeat):
+            call()
         return timer.per_kernel(), whole
     finally:
         timer.detach()

@@ -1,0 +1,106 @@
+"""`icoforge tune PROGRAM`: the autotuner (icoforge.tune) -- a verified schedule per kernel, timed
+on the GPU, written as a schedule file for `--schedule` / $ICOFORGE_SCHEDULE."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from icoforge.errors import IcoforgeError
+
+BACKENDS = ("icoforge-cuda", "icoforge-hip", "icoforge-emulated-cuda", "icoforge-emulated-hip")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "tune",
+        help="autotune a program's kernel schedules on the GPU (verified against the default; writes a schedule file)",
+        description=(
+            "Run every candidate schedule of the search space on all kernels of PROGRAM, check each one's outputs "
+            "against the vendor default's (bit for bit), time each kernel, and give every kernel the candidate that "
+            "timed fastest for it (if it beats the default by --min-gain). The picks together are verified and timed "
+            "once more. --out writes them as a schedule file (merged into an existing one) for `--schedule FILE`."
+        ),
+    )
+    p.add_argument("program", help="program name (see `icoforge list`)")
+    p.add_argument("--grid", default="R2B4", help="grid preset or ICON NetCDF file (default R2B4)")
+    p.add_argument("--levels", type=int, default=80, help="vertical levels (default 80)")
+    p.add_argument("--backend", default="icoforge-cuda", choices=BACKENDS,
+                   help="where to run: a GPU, or the CPU emulation of the GPU code (checks the search, times mean "
+                   "nothing) (default icoforge-cuda)")  # fmt: skip
+    p.add_argument("--space", default="quick", choices=("quick", "full"),
+                   help="search space: quick (15 schedules) or full (about 30) (default quick)")  # fmt: skip
+    p.add_argument("--repeat", type=int, default=20, help="timed calls per candidate (default 20)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--min-gain", type=float, default=0.03,
+                   help="a kernel leaves the default only for a candidate at least this much faster (default 0.03)")  # fmt: skip
+    p.add_argument("--out", metavar="FILE", help="write (or merge into) this schedule file")
+    p.add_argument("--json", metavar="FILE", help="write every candidate's times and the picks as JSON")
+    p.set_defaults(func=cmd_tune)
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from icoforge.grids import load_grid
+    from icoforge.tune import target_for_backend, tune_suite_program, write_schedule
+
+    if args.repeat < 1:
+        raise IcoforgeError("--repeat must be at least 1")
+    if not 0.0 <= args.min_gain < 1.0:
+        raise IcoforgeError(f"--min-gain must be in [0, 1), got {args.min_gain}")
+    target_for_backend(args.backend)  # a clear error before loading anything
+    err = Console(stderr=True)
+    grid = load_grid(args.grid, levels=args.levels)
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task("tuning", total=None)
+
+        def progress(what: str, done: int, total: int) -> None:
+            bar.update(task, description=f"{args.program}: {what}", completed=done, total=total)
+
+        result = tune_suite_program(
+            args.program, grid, args.backend, args.space, repeat=args.repeat, seed=args.seed,
+            min_gain=args.min_gain, progress=progress,
+        )  # fmt: skip
+    console = Console() if Console().is_terminal else Console(width=200)
+    print_result(result, console)
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(result.to_json(), indent=1) + "\n")
+        console.print(f"candidates and picks written to {args.json}")
+    if args.out:
+        write_schedule(result, args.out)
+        console.print(f"schedule written to {args.out}: use it with --schedule {args.out}")
+    return 1 if result.differing else 0
+
+
+def print_result(result, console: Console) -> None:
+    where = f"{result.program} on {result.grid}/{result.levels} levels, {result.device}"
+    if result.emulated:
+        console.print("[yellow]CPU emulation: the times are the emulation's, not a GPU's; the picks below check the "
+                      "search, they are not a tuning[/yellow]")  # fmt: skip
+    table = Table(title=f"tuned kernels: {where}", title_justify="left")
+    for col, justify in (("kernel", "left"), ("default µs", "right"), ("best µs", "right"), ("speed-up", "right"),
+                         ("best candidate", "left"), ("schedule", "left")):  # fmt: skip
+        table.add_column(col, justify=justify)
+    for p in result.picks:
+        sched = "vendor default" if p.best_id == "default" else p.schedule.describe()
+        table.add_row(p.kernel, f"{p.default_s * 1e6:.1f}", f"{p.best_s * 1e6:.1f}", f"{p.default_s / p.best_s:.2f}x",
+                      p.best_id, sched)  # fmt: skip
+    console.print(table)
+    console.print(
+        f"whole call: default {result.default_whole_s * 1e6:.1f} µs, tuned {result.tuned_whole_s * 1e6:.1f} µs "
+        f"({result.default_whole_s / result.tuned_whole_s:.2f}x); the tuned schedule's outputs equal the default's"
+    )
+    counts: dict[str, int] = {}
+    for r in result.runs:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    console.print("candidates: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    for r in result.runs:
+        if r.status == "DIFFERS":
+            console.print(f"[red]{r.id}: outputs differ from the default's ({r.detail}): a code generator bug[/red]")
+        elif r.status in ("REFUSED", "ERROR"):
+            console.print(f"[dim]{r.id}: {r.status.lower()}: {r.detail[:200]}[/dim]")

@@ -1,0 +1,314 @@
+"""The autotuner: a schedule per kernel of one program, found by running it.
+
+1. The program's kernel IR (GT4Py passes, our lowering) and random inputs on the target.
+2. The vendor default runs first: its outputs are the reference, its kernels' times the baseline.
+3. Every candidate of the search space (`space.py`) is applied to all kernels at once, built,
+   run on poisoned outputs and compared with the reference. A candidate whose outputs differ is
+   a bug in the code generator: it is reported and never chosen. Then it is timed, kernel by kernel.
+4. Each kernel takes the candidate that timed fastest for it, if that beats the default by at
+   least `min_gain` (timing noise must not pick schedules).
+5. The picks together (per-kernel overrides on the vendor default) are built, verified and timed
+   once more as a whole call: the schedule the tuner hands out has been run and checked.
+
+Where the kernels run is a `Target`: a GPU through CuPy (events around each launch), or the CPU
+emulation of the generated GPU code (`backend.emulate`: same code path, times of the emulation,
+useful to check the search and the schedules, not to pick them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule, ScheduleError
+from icoforge.errors import IcoforgeError
+from icoforge.perf.timing import Stats
+
+Progress = Callable[[str, int, int], None]
+
+
+# --- where candidates run ------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """Builds, runs and times GPU artifacts: on a GPU, or by CPU emulation."""
+
+    vendor: str
+    emulated: bool
+
+    @property
+    def xp(self) -> Any:
+        if self.emulated:
+            import numpy
+
+            return numpy
+        import cupy
+
+        return cupy
+
+    def describe(self) -> str:
+        if self.emulated:
+            return f"CPU emulation of the {self.vendor.upper()} code"
+        from icoforge.perf.measure import gpu_description
+
+        return gpu_description()[0]
+
+    def load(self, art: Any) -> Any:
+        if self.emulated:
+            from icoforge.backend.emulate import load_emulated
+
+            return load_emulated(art)
+        return art.load()
+
+    def sync(self) -> None:
+        if not self.emulated:
+            self.xp.cuda.runtime.deviceSynchronize()
+
+    def time(self, fn: Any, call: Callable[[], Any], repeat: int) -> tuple[dict[str, Stats], Stats]:
+        from icoforge.perf import timing
+
+        if self.emulated:
+            return timing.time_loaded_host_kernels(fn, call, repeat, warmup=1)
+        return timing.time_loaded_gpu_kernels(fn, call, self.xp, repeat, warmup=2)
+
+
+def target_for_backend(backend: str) -> Target:
+    """icoforge-cuda, icoforge-hip, icoforge-emulated-cuda, icoforge-emulated-hip."""
+    for vendor in ("cuda", "hip"):
+        if backend == f"icoforge-{vendor}":
+            return Target(vendor, emulated=False)
+        if backend == f"icoforge-emulated-{vendor}":
+            return Target(vendor, emulated=True)
+    raise IcoforgeError(
+        f"tune: backend {backend!r} has no schedules; use icoforge-cuda, icoforge-hip, "
+        "or icoforge-emulated-cuda / icoforge-emulated-hip (no GPU needed)"
+    )
+
+
+# --- results -------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CandidateRun:
+    """One candidate applied to every kernel: status OK, REFUSED (the schedule cannot apply to
+    some kernel: ScheduleError before compiling), DIFFERS (outputs not equal to the default's) or
+    ERROR (build or run failed)."""
+
+    id: str
+    schedule: Schedule
+    status: str
+    detail: str = ""
+    whole: Stats | None = None
+    kernels: Mapping[str, Stats] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelPick:
+    kernel: str
+    default_s: float
+    best_s: float  # the default's time when nothing beat it by min_gain
+    best_id: str  # "default" when nothing beat it
+    schedule: Schedule
+
+
+@dataclasses.dataclass(frozen=True)
+class TuneResult:
+    program: str
+    grid: str
+    levels: int
+    vendor: str
+    device: str
+    emulated: bool
+    min_gain: float
+    runs: tuple[CandidateRun, ...]
+    picks: tuple[KernelPick, ...]
+    schedule: ProgramSchedule  # vendor default + the picks as per-kernel overrides
+    default_whole_s: float
+    tuned_whole_s: float
+
+    @property
+    def differing(self) -> list[CandidateRun]:
+        return [r for r in self.runs if r.status == "DIFFERS"]
+
+    def to_json(self) -> dict[str, Any]:
+        def stats(s: Stats | None) -> dict | None:
+            return None if s is None else {"median_s": s.median, "min_s": s.min, "samples": len(s.samples)}
+
+        return {
+            "program": self.program, "grid": self.grid, "levels": self.levels, "vendor": self.vendor,
+            "device": self.device, "emulated": self.emulated, "min_gain": self.min_gain,
+            "default_whole_s": self.default_whole_s, "tuned_whole_s": self.tuned_whole_s,
+            "schedule": self.schedule.to_json(),
+            "picks": [{"kernel": p.kernel, "default_s": p.default_s, "best_s": p.best_s, "best": p.best_id,
+                       "schedule": p.schedule.to_json()} for p in self.picks],
+            "candidates": [{"id": r.id, "schedule": r.schedule.to_json(), "status": r.status, "detail": r.detail,
+                            "whole": stats(r.whole), "kernels": {k: stats(s) for k, s in r.kernels.items()}}
+                           for r in self.runs],
+        }  # fmt: skip
+
+
+# --- the search ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Bench:
+    """The program's inputs on the target and how to run, check and time one artifact."""
+
+    target: Target
+    pir: Any
+    args: dict[str, Any]
+    offset_provider: Any
+    outputs: tuple[str, ...]
+    inouts: tuple[str, ...]
+    repeat: int
+
+    def __post_init__(self) -> None:
+        from icoforge.perf.timing import positional
+
+        self.positional = positional(self.pir, self.args)
+        # in-out fields start every checked run from their input values, pure outputs from NaN
+        self.pristine = {o: self.args[o].ndarray.copy() for o in self.inouts}
+        self.reference: dict[str, Any] | None = None
+
+    def checked_run(self, fn: Any) -> dict[str, Any]:
+        for o in self.outputs:
+            if o in self.pristine:
+                self.args[o].ndarray[...] = self.pristine[o]
+            else:
+                self.args[o].ndarray[...] = float("nan")
+        fn(*self.positional, offset_provider=self.offset_provider)
+        self.target.sync()
+        return {o: self.args[o].ndarray.copy() for o in self.outputs}
+
+    def differences(self, got: dict[str, Any]) -> str:
+        """"" when `got` equals the reference bit for bit (NaN where the reference has NaN)."""
+        xp = self.target.xp
+        bad = []
+        for o, ref in (self.reference or {}).items():
+            if not bool(xp.array_equal(got[o], ref, equal_nan=True)):
+                finite = xp.isfinite(ref) & xp.isfinite(got[o])
+                diff = float(xp.max(xp.abs(got[o] - ref)[finite])) if bool(finite.any()) else float("nan")
+                nan_mismatch = bool((xp.isnan(got[o]) != xp.isnan(ref)).any())
+                bad.append(f"{o}: max abs diff {diff:.3g}" + (", NaN where the default has none" if nan_mismatch else ""))
+        return "; ".join(bad)
+
+    def time(self, fn: Any) -> tuple[dict[str, Stats], Stats]:
+        return self.target.time(fn, lambda: fn(*self.positional, offset_provider=self.offset_provider), self.repeat)
+
+
+def run_candidate(bench: _Bench, cid: str, program_schedule: ProgramSchedule, schedule: Schedule) -> CandidateRun:
+    from icoforge.backend.gpu import gpu_artifact
+
+    try:
+        art = gpu_artifact(bench.pir, bench.target.vendor, program_schedule)
+    except ScheduleError as e:
+        return CandidateRun(cid, schedule, "REFUSED", str(e))
+    try:
+        fn = bench.target.load(art)
+        got = bench.checked_run(fn)
+        if bench.reference is None:
+            bench.reference = got
+        elif detail := bench.differences(got):
+            return CandidateRun(cid, schedule, "DIFFERS", detail)
+        kernels, whole = bench.time(fn)
+    except Exception as e:  # a build or launch failure of this candidate, not of the search
+        return CandidateRun(cid, schedule, "ERROR", f"{type(e).__name__}: {e}"[:1000])
+    return CandidateRun(cid, schedule, "OK", whole=whole, kernels=kernels)
+
+
+def pick_per_kernel(runs: list[CandidateRun], min_gain: float) -> list[KernelPick]:
+    """For each kernel the default ran, the verified candidate that timed fastest for it, if it
+    beats the default's median by at least `min_gain` (a fraction)."""
+    default = next(r for r in runs if r.id == "default")
+    picks = []
+    for kernel, base in default.kernels.items():
+        best: CandidateRun = default
+        best_s = base.median
+        for r in runs:
+            if r.status != "OK" or kernel not in r.kernels:
+                continue
+            t = r.kernels[kernel].median
+            if t < best_s and t <= base.median * (1.0 - min_gain):
+                best, best_s = r, t
+        picks.append(KernelPick(kernel, base.median, best_s, best.id, best.schedule))
+    return picks
+
+
+def tune_program(
+    pir: Any, args: dict[str, Any], offset_provider: Any, outputs: tuple[str, ...], inouts: tuple[str, ...],
+    target: Target, candidates: Mapping[str, Schedule], *, repeat: int = 20, min_gain: float = 0.03,
+    progress: Progress = lambda what, done, total: None, program: str = "", grid: str = "", levels: int = 0,
+) -> TuneResult:  # fmt: skip
+    """Tune `pir` (kernel IR) with `args` (GT4Py fields on the target, scalars). `candidates`
+    must start with "default" (the vendor default): its outputs are the reference."""
+    if next(iter(candidates), None) != "default":
+        raise IcoforgeError("tune: the candidates must start with 'default' (the reference)")
+    bench = _Bench(target, pir, args, offset_provider, outputs, tuple(o for o in inouts if o in outputs), repeat)
+    base = VENDOR_DEFAULTS[target.vendor]
+    runs: list[CandidateRun] = []
+    total = len(candidates) + 1
+    for i, (cid, sched) in enumerate(candidates.items()):
+        progress(f"candidate {cid}", i, total)
+        runs.append(run_candidate(bench, cid, ProgramSchedule(default=sched), sched))
+        if cid == "default" and runs[-1].status != "OK":
+            raise IcoforgeError(f"tune: the default schedule itself failed ({runs[-1].status}: {runs[-1].detail})")
+
+    picks = pick_per_kernel(runs, min_gain)
+    tuned = ProgramSchedule(default=base, per_kernel={p.kernel: p.schedule for p in picks if p.best_id != "default"})
+    progress("the picks together", total - 1, total)
+    final = run_candidate(bench, "tuned", tuned, base)
+    progress("done", total, total)
+    if final.status != "OK":  # each pick passed alone: together they must too
+        raise IcoforgeError(f"tune: the combined schedule failed ({final.status}: {final.detail})")
+    default_run = runs[0]
+    return TuneResult(
+        program=program or pir.name, grid=grid, levels=levels, vendor=target.vendor, device=target.describe(),
+        emulated=target.emulated, min_gain=min_gain, runs=tuple(runs), picks=tuple(picks), schedule=tuned,
+        default_whole_s=default_run.whole.median, tuned_whole_s=final.whole.median,
+    )  # fmt: skip
+
+
+def tune_suite_program(
+    name: str, grid: Any, backend: str = "icoforge-cuda", space: str = "quick", *, repeat: int = 20,
+    seed: int = 0, min_gain: float = 0.03, progress: Progress = lambda what, done, total: None,
+) -> TuneResult:  # fmt: skip
+    """Tune suite program `name` on `grid` (an icoforge grid) with the suite's random inputs and
+    static scalars, as `icoforge run` compiles it."""
+    from icoforge.perf.static import suite_program_ir
+    from icoforge.suite import get_backend, get_program, make_inputs
+    from icoforge.tune.space import candidates
+
+    target = target_for_backend(backend)
+    info = get_program(name)
+    progress(f"inputs and kernel IR of {name}", 0, 1)
+    allocator = None if target.emulated else get_backend(f"icoforge-{target.vendor}")
+    args = make_inputs(info, grid, seed, allocator=allocator)
+    pir = suite_program_ir(info, grid, args)
+    outputs = tuple(o for o in info.outputs if o in args)
+    return tune_program(
+        pir, args, grid.connectivities, outputs, tuple(info.inouts), target,
+        candidates(target.vendor, space, emulated=target.emulated), repeat=repeat, min_gain=min_gain,
+        progress=progress, program=name, grid=grid.name, levels=int(grid.num_levels),
+    )  # fmt: skip
+
+
+def write_schedule(result: TuneResult, path: str | pathlib.Path) -> ProgramSchedule:
+    """Write the tuned schedule to `path` (for `--schedule FILE` / $ICOFORGE_SCHEDULE). An existing
+    file keeps its default, its other kernels and programs: this program's kernels are replaced
+    (tuning several programs one after the other fills one file)."""
+    path = pathlib.Path(path)
+    schedule = result.schedule
+    if path.exists():
+        try:
+            old = ProgramSchedule.from_json(json.loads(path.read_text()))
+        except (ScheduleError, ValueError, TypeError, AttributeError) as e:
+            raise IcoforgeError(f"{path}: exists and is not a schedule file ({e}); choose another --out") from None
+        kernels = {p.kernel for p in result.picks}
+        kept = {k: s for k, s in old.per_kernel if k not in kernels}
+        schedule = dataclasses.replace(old, per_kernel={**kept, **dict(result.schedule.per_kernel)})
+    path.write_text(json.dumps(schedule.to_json(), indent=1, sort_keys=True) + "\n")
+    return schedule

@@ -1,0 +1,263 @@
+"""The autotuner (icoforge.tune): the search space, the per-kernel pick, the whole search through
+the CPU emulation of the generated CUDA (real builds, runs and output checks; the times are the
+emulation's), a candidate that changes the results, the schedule file, the command line. The GPU
+twin at the end runs on a GPU only."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule, schedule_from_env
+from icoforge.cli.main import main
+from icoforge.errors import IcoforgeError
+from icoforge.perf.timing import Stats
+from icoforge.tune import Target, candidates, tune_program, tune_suite_program, write_schedule
+from icoforge.tune.tuner import CandidateRun, pick_per_kernel
+
+SMALL = "compute_perturbed_quantities_and_interpolation"  # 10 kernels, maps with k offsets
+
+
+# --- the search space ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("vendor", ["cuda", "hip"])
+@pytest.mark.parametrize("space", ["quick", "full"])
+def test_the_space_starts_with_the_vendor_default_and_holds_valid_distinct_schedules(vendor, space):
+    c = candidates(vendor, space)
+    assert next(iter(c)) == "default" and c["default"] == VENDOR_DEFAULTS[vendor]
+    assert len(set(c.values())) == len(c)  # nothing timed twice
+    for s in c.values():
+        assert s.validate() is s
+    assert len(c) >= 10
+    if space == "full":
+        assert set(candidates(vendor, "quick")) <= set(c)
+
+
+def test_the_emulated_space_leaves_out_shared_memory_staging():
+    assert any(s.smem_tables for s in candidates("cuda", "full").values())
+    assert not any(s.smem_tables for s in candidates("cuda", "full", emulated=True).values())
+
+
+def test_unknown_space_or_vendor_is_refused():
+    with pytest.raises(IcoforgeError, match="search space"):
+        candidates("cuda", "huge")
+    with pytest.raises(IcoforgeError, match="vendor"):
+        candidates("sycl")
+
+
+# --- the per-kernel pick -------------------------------------------------------------------------
+
+
+def _run(cid: str, status: str = "OK", **kernel_us: float) -> CandidateRun:
+    sched = Schedule(block=(len(cid) + 1, 1))  # any distinct schedule per candidate
+    return CandidateRun(cid, sched, status, kernels={k: Stats((v * 1e-6,)) for k, v in kernel_us.items()})
+
+
+def test_each_kernel_takes_its_fastest_verified_candidate():
+    runs = [
+        _run("default", a=100, b=100, c=100),
+        _run("x", a=50, b=99, c=120),  # wins a; b only 1 % faster: below min_gain
+        _run("y", a=60, b=90, c=200),  # wins b
+        _run("bad", "DIFFERS", a=1, b=1, c=1),  # fastest, but its outputs differ
+        _run("refused", "REFUSED"),
+    ]
+    picks = {p.kernel: p for p in pick_per_kernel(runs, min_gain=0.03)}
+    assert (picks["a"].best_id, picks["b"].best_id, picks["c"].best_id) == ("x", "y", "default")
+    assert picks["a"].best_s == pytest.approx(50e-6) and picks["a"].schedule == runs[1].schedule
+    assert picks["c"].best_s == pytest.approx(100e-6) and picks["c"].schedule == runs[0].schedule
+    # a stricter threshold keeps b on the default (10 % faster is not 20 %)
+    assert {p.kernel: p.best_id for p in pick_per_kernel(runs, min_gain=0.2)} == {"a": "x", "b": "default", "c": "default"}
+
+
+# --- the whole search, through the CPU emulation of the CUDA code -------------------------------
+
+
+def _inputs(name, grid):
+    from icoforge.perf.static import suite_program_ir
+    from icoforge.suite import get_program, make_inputs
+
+    info = get_program(name)
+    args = make_inputs(info, grid, seed=3)
+    return info, args, suite_program_ir(info, grid, args)
+
+
+def _few(vendor="cuda"):
+    base = VENDOR_DEFAULTS[vendor]
+    return {"default": base, "kpt2": base.replace(k_per_thread=2), "block128x1_idx32": base.replace(block=(128, 1), index_bits=32),
+            "hpt2": base.replace(h_per_thread=2)}  # fmt: skip
+
+
+def test_emulated_search_verifies_times_and_combines(tiny_grid):
+    info, args, pir = _inputs(SMALL, tiny_grid)
+    outputs = tuple(o for o in info.outputs if o in args)
+    result = tune_program(pir, args, tiny_grid.connectivities, outputs, tuple(info.inouts), Target("cuda", True),
+                          _few(), repeat=2, min_gain=0.0)  # fmt: skip
+    assert [r.status for r in result.runs] == ["OK"] * 4, [(r.id, r.detail) for r in result.runs]
+    kernels = {k.name for k in pir.kernels()}
+    assert {p.kernel for p in result.picks} == kernels  # every kernel was timed by the default
+    for r in result.runs:
+        assert set(r.kernels) == kernels and all(s.median > 0 for s in r.kernels.values())
+    # the schedule handed out: the vendor default plus an override for each kernel that moved
+    moved = {p.kernel: p.schedule for p in result.picks if p.best_id != "default"}
+    assert result.schedule.default == VENDOR_DEFAULTS["cuda"] and dict(result.schedule.per_kernel) == moved
+    assert result.tuned_whole_s > 0 and result.default_whole_s > 0
+
+    # independent check: the tuned schedule, built and run again, gives the CPU target's outputs
+    from icoforge.backend.emulate import load_emulated
+    from icoforge.backend.gpu import gpu_artifact
+    from icoforge.perf.timing import positional
+    from icoforge.suite import get_backend, prepare
+
+    def poisoned_inputs():  # the same inputs, pure outputs NaN: points a program skips stay NaN
+        fresh = _inputs(SMALL, tiny_grid)[1]
+        for o in outputs:
+            if o not in info.inouts:
+                fresh[o].ndarray[...] = np.nan
+        return fresh
+
+    ref_args = poisoned_inputs()
+    call, _ = prepare(info, get_backend("icoforge-cpu"), tiny_grid, ref_args)
+    call(ref_args)
+    args = poisoned_inputs()
+    fn = load_emulated(gpu_artifact(pir, "cuda", result.schedule))
+    fn(*positional(pir, args), offset_provider=tiny_grid.connectivities)
+    for o in outputs:
+        assert np.isfinite(ref_args[o].ndarray).any()
+        np.testing.assert_array_equal(args[o].ndarray, ref_args[o].ndarray)
+
+
+@dataclasses.dataclass(frozen=True)
+class _CorruptingTarget(Target):
+    """Emulation, but a program built with k_per_thread 2 writes a wrong value into its outputs
+    (a stand-in for a code generator bug that only one schedule has)."""
+
+    outputs: tuple[str, ...] = ()
+
+    def load(self, art):
+        fn = super().load(art)
+        if "k_per_thread 2" not in art.module_source:
+            return fn
+
+        def broken(*a, offset_provider):
+            fn(*a, offset_provider=offset_provider)
+            for v in a:
+                if hasattr(v, "ndarray") and getattr(v, "_icf_out", False):
+                    v.ndarray[0, 0] += 1.0
+
+        broken.icoforge_runtime = fn.icoforge_runtime
+        return broken
+
+
+def test_a_candidate_whose_outputs_differ_is_reported_and_never_chosen(tiny_grid):
+    info, args, pir = _inputs(SMALL, tiny_grid)
+    outputs = tuple(o for o in info.outputs if o in args)
+    for o in outputs:
+        object.__setattr__(args[o], "_icf_out", True)  # mark what the broken build corrupts
+    result = tune_program(pir, args, tiny_grid.connectivities, outputs, tuple(info.inouts),
+                          _CorruptingTarget("cuda", True, outputs), _few(), repeat=1, min_gain=0.0)  # fmt: skip
+    status = {r.id: r.status for r in result.runs}
+    assert status["kpt2"] == "DIFFERS" and "max abs diff 1" in next(r.detail for r in result.runs if r.id == "kpt2")
+    assert all(status[c] == "OK" for c in ("default", "block128x1_idx32", "hpt2"))
+    assert all(p.best_id != "kpt2" for p in result.picks)
+    assert result.differing and result.differing[0].id == "kpt2"
+
+
+def test_an_impossible_candidate_is_refused_before_compiling(tiny_grid):
+    info, args, pir = _inputs(SMALL, tiny_grid)
+    base = VENDOR_DEFAULTS["cuda"]
+    # 255 registers x 1024 threads is four times an SM's register file: resolve() refuses it
+    few = {"default": base, "greedy": base.replace(block=(1024, 1), max_registers=255)}
+    result = tune_program(pir, args, tiny_grid.connectivities, tuple(o for o in info.outputs if o in args),
+                          tuple(info.inouts), Target("cuda", True), few, repeat=1)  # fmt: skip
+    greedy = result.runs[1]
+    assert greedy.status == "REFUSED" and "regist" in greedy.detail
+    assert all(p.best_id == "default" for p in result.picks) and not result.schedule.per_kernel
+
+
+def test_the_default_must_come_first(tiny_grid):
+    info, args, pir = _inputs(SMALL, tiny_grid)
+    with pytest.raises(IcoforgeError, match="start with 'default'"):
+        tune_program(pir, args, tiny_grid.connectivities, (), (), Target("cuda", True), {"x": VENDOR_DEFAULTS["cuda"]})
+
+
+# --- the schedule file and the command line ------------------------------------------------------
+
+
+def test_the_schedule_file_is_merged_kernel_by_kernel(tiny_grid, tmp_path):
+    info, args, pir = _inputs(SMALL, tiny_grid)
+    result = tune_program(pir, args, tiny_grid.connectivities, tuple(o for o in info.outputs if o in args),
+                          tuple(info.inouts), Target("cuda", True), _few(), repeat=1, min_gain=0.0)  # fmt: skip
+    kernels = [p.kernel for p in result.picks]
+    other = Schedule(block=(64, 2))
+    old = ProgramSchedule(default=Schedule(block=(256, 1)), per_kernel={"other_prog_k1": other, kernels[0]: other})
+    path = tmp_path / "tuned.json"
+    path.write_text(json.dumps(old.to_json()))
+    merged = write_schedule(result, path)
+    loaded = ProgramSchedule.from_json(json.loads(path.read_text()))
+    assert loaded == merged
+    assert loaded.default == Schedule(block=(256, 1))  # the file's default is kept
+    assert dict(loaded.per_kernel)["other_prog_k1"] == other  # another program's kernel is kept
+    # this program's kernels: exactly the tuner's overrides (an old entry for a kernel that now
+    # stays on the default is dropped)
+    ours = {k: s for k, s in loaded.per_kernel if k in kernels}
+    assert ours == dict(result.schedule.per_kernel)
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"blocks": 3}')
+    with pytest.raises(IcoforgeError, match="not a schedule file"):
+        write_schedule(result, bad)
+
+
+def test_tune_command_writes_a_schedule_that_runs(tiny_grid, tmp_path, capsys, monkeypatch):
+    out, js = tmp_path / "s.json", tmp_path / "t.json"
+    argv = ["tune", "compute_hydrostatic_correction_term", "--grid", "R2B3", "--levels", "10",
+            "--backend", "icoforge-emulated-cuda", "--repeat", "1", "--out", str(out), "--json", str(js)]  # fmt: skip
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    report = json.loads(js.read_text())
+    kernels = [p["kernel"] for p in report["picks"]]
+    assert kernels and all(k in text for k in kernels)  # the table names every kernel
+    assert "CPU emulation" in text and "candidates:" in text and "DIFFERS" not in text
+    assert report["program"] == "compute_hydrostatic_correction_term" and report["emulated"] is True
+    assert {c["status"] for c in report["candidates"]} <= {"OK", "REFUSED"}
+    monkeypatch.setenv("ICOFORGE_SCHEDULE", str(out))  # what --schedule FILE does
+    assert schedule_from_env("cuda") == ProgramSchedule.from_json(json.loads(out.read_text()))
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [(["--min-gain", "1.5"], "--min-gain"), (["--repeat", "0"], "--repeat")],
+)
+def test_tune_command_refuses_bad_options_in_one_line(extra, message, capsys):
+    argv = ["tune", "compute_hydrostatic_correction_term", "--backend", "icoforge-emulated-cuda", *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_tune_refuses_a_backend_without_schedules():
+    from icoforge.tune import target_for_backend
+
+    with pytest.raises(IcoforgeError, match="no schedules"):
+        target_for_backend("gtfn_cpu")
+
+
+# --- on a GPU -------------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_tune_on_the_gpu_verifies_every_candidate(tiny_grid):
+    from icoforge.backend.gpu import cupy_vendor
+
+    vendor = cupy_vendor()
+    if vendor is None:
+        pytest.skip("needs CuPy and a CUDA/ROCm GPU")
+    result = tune_suite_program(SMALL, tiny_grid, f"icoforge-{vendor}", "quick", repeat=5)
+    assert not result.differing, [(r.id, r.detail) for r in result.differing]
+    assert {r.status for r in result.runs} <= {"OK", "REFUSED"}
+    assert 0 < result.tuned_whole_s < 1 and 0 < result.default_whole_s < 1
+    assert all(p.best_s <= p.default_s for p in result.picks)
