@@ -8,7 +8,7 @@
 #       bash scripts/device/run_ab.sh")
 #
 # Knobs (environment):
-#   RUNS     "LABEL:GRID:LEVELS[:SCHEDULE] ..."; SCHEDULE is a name below (empty: the vendor default)
+#   RUNS     "LABEL:GRID:LEVELS[:SCHEDULE] ..."; SCHEDULE is a name below or @FILE (empty: the vendor default)
 #   PYTEST   pytest arguments run first (after setup.sh), e.g. "-m gpu tests/backend/test_fuse.py -k gpu"
 #   END_S    seconds after the command's start when everything stops (default 550: the tool's
 #            limit is 600 and the summaries need a few seconds); a run not started by then is skipped
@@ -24,6 +24,7 @@ schedule_json() {   # named schedules of this script -> ICOFORGE_SCHEDULE
   case "$1" in
     "") echo "" ;;
     fuse) echo '{"fuse": ["*"]}' ;;
+    @*) echo "${1#@}" ;;   # @FILE: a schedule file, e.g. written by `icoforge tune --out`
     *) echo "run_ab.sh: unknown schedule name '$1'" >&2; return 1 ;;
   esac
 }
