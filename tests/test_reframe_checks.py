@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(not REFRAME.exists(), reason="reframe-hpc is not
 
 def _reframe(tmp_path, *args: str) -> subprocess.CompletedProcess:
     cmd = [str(REFRAME), "-C", str(ROOT / "hpc/settings.py"), "-c", str(ROOT / "hpc/icoforge_checks.py"),
-           "--stage", str(tmp_path / "stage"), "--output", str(tmp_path / "output"),
+           "--prefix", str(tmp_path / "rfm"),
            "-S", f"icoforge_python={sys.executable}", *args]  # fmt: skip
     env = {**os.environ, "HOME": os.environ.get("HOME", str(tmp_path))}
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
