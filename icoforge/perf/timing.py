@@ -174,13 +174,12 @@ def time_loaded_gpu_kernels(
         timer.detach()
 
 
-class HostKernelTimer:
+class HostKernelTimer(KernelTimer):
     """Wall clock around every launch of one `Runtime` whose launches run on the host (the CPU
-    emulation of the GPU code: `backend.emulate`). Same attach/detach as `KernelTimer`."""
+    emulation of the GPU code: `backend.emulate`); records are (kernel, seconds)."""
 
     def __init__(self):
-        self.records: list[tuple[str, float]] = []
-        self._rt = None
+        super().__init__(nvtx=False)
 
     def attach(self, rt: Any) -> HostKernelTimer:
         inner = type(rt).launch
@@ -193,11 +192,6 @@ class HostKernelTimer:
         rt.launch = launch
         self._rt = rt
         return self
-
-    def detach(self) -> None:
-        if self._rt is not None and "launch" in vars(self._rt):
-            del self._rt.launch
-        self._rt = None
 
     def per_kernel(self) -> dict[str, Stats]:
         out: dict[str, list[float]] = {}
