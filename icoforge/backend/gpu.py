@@ -13,6 +13,7 @@ import os
 import sys
 import time
 import weakref
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -286,6 +287,26 @@ class GPUArtifact:
             print(f"[icoforge {time.strftime('%H:%M:%S')}] {self.program_name}: {len(kernels)} kernels loaded "
                   f"(NVRTC or CuPy's disk cache) in {program.icoforge_load_seconds:.2f} s", file=sys.stderr, flush=True)  # fmt: skip
         return program
+
+
+def _compile_module(source_and_options: tuple[str, tuple[str, ...]]) -> float:
+    """Worker: compile one module with NVRTC/hiprtc into CuPy's on-disk kernel cache (no launch)."""
+    import cupy as cp
+
+    t0 = time.perf_counter()
+    cp.RawModule(code=source_and_options[0], options=source_and_options[1]).compile()
+    return time.perf_counter() - t0
+
+
+def precompile_modules(artifacts: Iterable[GPUArtifact], jobs: int) -> list[float]:
+    """Compile the artifacts' modules in `jobs` processes, so that their `load()` later finds them
+    in CuPy's disk cache: NVRTC takes seconds per big module and runs one module at a time in a
+    process. Returns the seconds of each distinct module; a module that fails here fails again,
+    with its message, when it is loaded."""
+    from icoforge.parallel import map_isolated
+
+    sources = list(dict.fromkeys((a.module_source, a.options) for a in artifacts))
+    return [r for _, r in map_isolated(_compile_module, sources, jobs) if isinstance(r, float)]
 
 
 def nvrtc_options(vendor: str) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 
 from rich.console import Console
@@ -39,6 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--min-gain", type=float, default=0.03,
                    help="a kernel leaves the default only for a candidate at least this much faster (default 0.03)")  # fmt: skip
+    p.add_argument("--jobs", type=int, default=max(1, min(8, (os.cpu_count() or 2) // 2)),
+                   help="processes compiling the candidates before the runs (GPU only; default: half the cores, at most 8)")  # fmt: skip
     p.add_argument("--out", metavar="FILE", help="write (or merge into) this schedule file")
     p.add_argument("--json", metavar="FILE", help="write every candidate's times and the picks as JSON")
     p.set_defaults(func=cmd_tune)
@@ -50,6 +53,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     if args.repeat < 1:
         raise IcoforgeError("--repeat must be at least 1")
+    if args.jobs < 1:
+        raise IcoforgeError("--jobs must be at least 1")
     if not 0.0 <= args.min_gain < 1.0:
         raise IcoforgeError(f"--min-gain must be in [0, 1), got {args.min_gain}")
     target_for_backend(args.backend)  # a clear error before loading anything
@@ -64,7 +69,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
         result = tune_suite_program(
             args.program, grid, args.backend, args.space, repeat=args.repeat, seed=args.seed,
-            min_gain=args.min_gain, progress=progress,
+            min_gain=args.min_gain, progress=progress, jobs=args.jobs,
         )  # fmt: skip
     console = Console() if Console().is_terminal else Console(width=200)
     print_result(result, console)

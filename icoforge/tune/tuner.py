@@ -200,13 +200,21 @@ class _Bench:
         return self.target.time(fn, lambda: fn(*self.positional, offset_provider=self.offset_provider), self.repeat)
 
 
-def run_candidate(bench: _Bench, cid: str, program_schedule: ProgramSchedule, schedule: Schedule) -> CandidateRun:
+def build_candidate(pir: Any, vendor: str, program_schedule: ProgramSchedule) -> Any:
+    """The candidate's GPU artifact, or the ScheduleError that refuses it (before compiling)."""
     from icoforge.backend.gpu import gpu_artifact
 
     try:
-        art = gpu_artifact(bench.pir, bench.target.vendor, program_schedule)
+        return gpu_artifact(pir, vendor, program_schedule)
     except ScheduleError as e:
-        return CandidateRun(cid, schedule, "REFUSED", str(e))
+        return e
+
+
+def run_candidate(bench: _Bench, cid: str, art: Any, schedule: Schedule) -> CandidateRun:
+    """Run, check against the reference (the first run is the reference) and time one built
+    candidate (`art` from build_candidate)."""
+    if isinstance(art, ScheduleError):
+        return CandidateRun(cid, schedule, "REFUSED", str(art))
     try:
         fn = bench.target.load(art)
         got = bench.checked_run(fn)
@@ -242,25 +250,34 @@ def tune_program(
     pir: Any, args: dict[str, Any], offset_provider: Any, outputs: tuple[str, ...], inouts: tuple[str, ...],
     target: Target, candidates: Mapping[str, Schedule], *, repeat: int = 20, min_gain: float = 0.03,
     progress: Progress = lambda what, done, total: None, program: str = "", grid: str = "", levels: int = 0,
+    jobs: int = 1,
 ) -> TuneResult:  # fmt: skip
     """Tune `pir` (kernel IR) with `args` (GT4Py fields on the target, scalars). `candidates`
-    must start with "default" (the vendor default): its outputs are the reference."""
+    must start with "default" (the vendor default): its outputs are the reference. `jobs`: on a
+    GPU, processes that compile the candidates before the runs."""
     if next(iter(candidates), None) != "default":
         raise IcoforgeError("tune: the candidates must start with 'default' (the reference)")
     bench = _Bench(target, pir, args, offset_provider, outputs, tuple(o for o in inouts if o in outputs), repeat)
     base = VENDOR_DEFAULTS[target.vendor]
-    runs: list[CandidateRun] = []
     total = len(candidates) + 1
+    progress("generating every candidate's code", 0, total)
+    built = {cid: build_candidate(pir, target.vendor, ProgramSchedule(default=s)) for cid, s in candidates.items()}
+    if not target.emulated and jobs > 1:  # NVRTC for all candidates at once, into CuPy's disk cache
+        from icoforge.backend.gpu import precompile_modules
+
+        progress(f"compiling {len(built)} candidates in {jobs} processes", 0, total)
+        precompile_modules([a for a in built.values() if not isinstance(a, ScheduleError)], jobs)
+    runs: list[CandidateRun] = []
     for i, (cid, sched) in enumerate(candidates.items()):
         progress(f"candidate {cid}", i, total)
-        runs.append(run_candidate(bench, cid, ProgramSchedule(default=sched), sched))
+        runs.append(run_candidate(bench, cid, built[cid], sched))
         if cid == "default" and runs[-1].status != "OK":
             raise IcoforgeError(f"tune: the default schedule itself failed ({runs[-1].status}: {runs[-1].detail})")
 
     picks = pick_per_kernel(runs, min_gain)
     tuned = ProgramSchedule(default=base, per_kernel={p.kernel: p.schedule for p in picks if p.best_id != "default"})
     progress("the picks together", total - 1, total)
-    final = run_candidate(bench, "tuned", tuned, base)
+    final = run_candidate(bench, "tuned", build_candidate(pir, target.vendor, tuned), base)
     progress("done", total, total)
     if final.status != "OK":  # each pick passed alone: together they must too
         raise IcoforgeError(f"tune: the combined schedule failed ({final.status}: {final.detail})")
@@ -274,7 +291,7 @@ def tune_program(
 
 def tune_suite_program(
     name: str, grid: Any, backend: str = "icoforge-cuda", space: str = "quick", *, repeat: int = 20,
-    seed: int = 0, min_gain: float = 0.03, progress: Progress = lambda what, done, total: None,
+    seed: int = 0, min_gain: float = 0.03, progress: Progress = lambda what, done, total: None, jobs: int = 1,
 ) -> TuneResult:  # fmt: skip
     """Tune suite program `name` on `grid` (an icoforge grid) with the suite's random inputs and
     static scalars, as `icoforge run` compiles it."""
@@ -292,7 +309,7 @@ def tune_suite_program(
     return tune_program(
         pir, args, grid.connectivities, outputs, tuple(info.inouts), target,
         candidates(target.vendor, space, emulated=target.emulated), repeat=repeat, min_gain=min_gain,
-        progress=progress, program=name, grid=grid.name, levels=int(grid.num_levels),
+        progress=progress, program=name, grid=grid.name, levels=int(grid.num_levels), jobs=jobs,
     )  # fmt: skip
 
 

@@ -255,16 +255,6 @@ def sweep_schedules(levels: int, full: bool) -> dict:
     return {k: ProgramSchedule(default=s) for k, s in chosen.items()}
 
 
-def _compile_one(src_opts: tuple[str, tuple[str, ...]]) -> float:
-    """Worker: NVRTC-compile one module into CuPy's on-disk kernel cache (no launch)."""
-    import cupy as cp
-
-    t0 = time.perf_counter()
-    mod = cp.RawModule(code=src_opts[0], options=src_opts[1])
-    mod.compile()
-    return time.perf_counter() - t0
-
-
 def plan_sweep(programs: list[str], levels_list: list[int], grid_name: str) -> list[tuple]:
     """(program, levels, info, IR, cost, {schedule id: (ProgramSchedule, GPUArtifact)}) for every
     program and level count; refused schedules are logged to sweep.jsonl. Needs no GPU."""
@@ -298,13 +288,10 @@ def plan_sweep(programs: list[str], levels_list: list[int], grid_name: str) -> l
 
 
 def run_sweep(programs: list[str], levels_list: list[int], grid_name: str, reps: int, lock: str | None, jobs: int) -> int:
-    import concurrent.futures as cf
-    import multiprocessing
-
     import cupy as cp
     import numpy as np
 
-    from icoforge.backend.gpu import make_gpu_backend
+    from icoforge.backend.gpu import make_gpu_backend, precompile_modules
     from icoforge.grids import load_grid
     from icoforge.grids.load import DeviceGrid
     from icoforge.perf.timing import gpu_copy_bandwidth, positional
@@ -312,12 +299,9 @@ def run_sweep(programs: list[str], levels_list: list[int], grid_name: str, reps:
 
     # 1. every (program, levels, schedule) source, then NVRTC in parallel into CuPy's disk cache
     plans = plan_sweep(programs, levels_list, grid_name)
-    sources = {(a.module_source, a.options) for p in plans for _, a in p[5].values()}
     t0 = time.perf_counter()
-    ctx = multiprocessing.get_context("spawn")
-    with cf.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
-        secs = list(pool.map(_compile_one, sources))
-    log(f"NVRTC: {len(sources)} modules in {time.perf_counter() - t0:.0f} s ({jobs} processes, median {sorted(secs)[len(secs) // 2]:.1f} s)")
+    secs = precompile_modules([a for p in plans for _, a in p[5].values()], jobs)
+    log(f"NVRTC: {len(secs)} modules in {time.perf_counter() - t0:.0f} s ({jobs} processes, median {sorted(secs)[len(secs) // 2] if secs else 0:.1f} s)")
 
     # 2. time, one program and level count at a time, holding the GPU lock
     alloc = make_gpu_backend("cuda")
