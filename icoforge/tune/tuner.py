@@ -175,25 +175,55 @@ class _Bench:
         self.reference: dict[str, Any] | None = None
 
     def checked_run(self, fn: Any) -> dict[str, Any]:
+        """Outputs of one call: in-out fields start from their inputs, pure outputs from the
+        suite's poison (a NaN with a private payload, or an int sentinel)."""
+        from icoforge.suite.verify import poison_value
+
         for o in self.outputs:
+            a = self.args[o].ndarray
             if o in self.pristine:
-                self.args[o].ndarray[...] = self.pristine[o]
-            else:
-                self.args[o].ndarray[...] = float("nan")
+                a[...] = self.pristine[o]
+            elif (value := poison_value(a.dtype)) is not None:
+                a[...] = value
         fn(*self.positional, offset_provider=self.offset_provider)
         self.target.sync()
         return {o: self.args[o].ndarray.copy() for o in self.outputs}
 
+    def _bits(self, a: Any) -> Any:
+        """Floats as their bit patterns: equal means bit-identical, and a computed NaN never
+        equals the poison (equal_nan would let it pass)."""
+        if a.dtype.kind != "f":
+            return a
+        return self.target.xp.ascontiguousarray(a).view(f"u{a.dtype.itemsize}")
+
+    def check_reference(self) -> None:
+        """The default's outputs: each pure output written somewhere, no NaN computed anywhere.
+        The tuner compares schedules with the default; a default that is wrong would make every
+        candidate that repeats it look right."""
+        from icoforge.suite.verify import POISON_BITS
+
+        xp = self.target.xp
+        for o, ref in (self.reference or {}).items():
+            if ref.dtype.kind != "f":
+                continue
+            poisoned = self._bits(ref) == POISON_BITS[ref.dtype]
+            computed_nan = int((xp.isnan(ref) & ~poisoned).sum())
+            if computed_nan:
+                raise IcoforgeError(f"tune: the default schedule computes NaN in {o} ({computed_nan} points); "
+                                    "check the program with `icoforge run --compare` first")  # fmt: skip
+            if o not in self.pristine and bool(poisoned.all()):
+                raise IcoforgeError(f"tune: the default schedule writes nothing to {o}; check the program's domain")
+
     def differences(self, got: dict[str, Any]) -> str:
-        """"" when `got` equals the reference bit for bit (NaN where the reference has NaN)."""
+        """"" when `got` equals the reference bit for bit (the poison where the reference has it)."""
         xp = self.target.xp
         bad = []
         for o, ref in (self.reference or {}).items():
-            if not bool(xp.array_equal(got[o], ref, equal_nan=True)):
+            if not bool(xp.array_equal(self._bits(got[o]), self._bits(ref))):
                 finite = xp.isfinite(ref) & xp.isfinite(got[o])
                 diff = float(xp.max(xp.abs(got[o] - ref)[finite])) if bool(finite.any()) else float("nan")
                 nan_mismatch = bool((xp.isnan(got[o]) != xp.isnan(ref)).any())
-                bad.append(f"{o}: max abs diff {diff:.3g}" + (", NaN where the default has none" if nan_mismatch else ""))
+                bad.append(f"{o}: max abs diff {diff:.3g}" + ("; NaN at other points than the default's" if nan_mismatch else ""))
         return "; ".join(bad)
 
     def time(self, fn: Any) -> tuple[dict[str, Stats], Stats]:
@@ -220,6 +250,7 @@ def run_candidate(bench: _Bench, cid: str, art: Any, schedule: Schedule) -> Cand
         got = bench.checked_run(fn)
         if bench.reference is None:
             bench.reference = got
+            bench.check_reference()
         elif detail := bench.differences(got):
             return CandidateRun(cid, schedule, "DIFFERS", detail)
         kernels, whole = bench.time(fn)

@@ -166,6 +166,33 @@ def test_a_candidate_whose_outputs_differ_is_reported_and_never_chosen(tiny_grid
     assert result.differing and result.differing[0].id == "kpt2"
 
 
+@dataclasses.dataclass(frozen=True)
+class _NaNTarget(Target):
+    """Emulation, but every build computes a NaN (a plain one, not the poison) into its outputs."""
+
+    def load(self, art):
+        fn = super().load(art)
+
+        def with_nan(*a, offset_provider):
+            fn(*a, offset_provider=offset_provider)
+            for v in a:
+                if getattr(v, "_icf_out", False):
+                    v.ndarray[1, 1] = np.float64("nan")
+
+        with_nan.icoforge_runtime = fn.icoforge_runtime
+        return with_nan
+
+
+def test_a_default_that_computes_nan_stops_the_search(tiny_grid):
+    info, args, pir = _inputs(SMALL, tiny_grid)
+    outputs = tuple(o for o in info.outputs if o in args)
+    for o in outputs:
+        object.__setattr__(args[o], "_icf_out", True)
+    with pytest.raises(IcoforgeError, match="computes NaN"):  # every candidate would repeat it
+        tune_program(pir, args, tiny_grid.connectivities, outputs, tuple(info.inouts), _NaNTarget("cuda", True),
+                     _few(), repeat=1)  # fmt: skip
+
+
 def test_an_impossible_candidate_is_refused_before_compiling(tiny_grid):
     info, args, pir = _inputs(SMALL, tiny_grid)
     base = VENDOR_DEFAULTS["cuda"]
