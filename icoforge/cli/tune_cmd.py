@@ -28,7 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "once more. --out writes them as a schedule file (merged into an existing one) for `--schedule FILE`."
         ),
     )
-    p.add_argument("program", help="program name (see `icoforge list`)")
+    p.add_argument("programs", nargs="+", metavar="PROGRAM",
+                   help="program name(s) (see `icoforge list`); several are tuned one after the other into one --out file")  # fmt: skip
     p.add_argument("--grid", default="R2B4", help="grid preset or ICON NetCDF file (default R2B4)")
     p.add_argument("--levels", type=int, default=80, help="vertical levels (default 80)")
     p.add_argument("--backend", default="icoforge-cuda", choices=BACKENDS,
@@ -44,11 +45,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="processes compiling the candidates before the runs (GPU only; default: half the cores, at most 8)")  # fmt: skip
     p.add_argument("--out", metavar="FILE", help="write (or merge into) this schedule file")
     p.add_argument("--json", metavar="FILE", help="write every candidate's times and the picks as JSON")
+    p.add_argument("--markdown", metavar="FILE", help="write the tables as Markdown (for benchmarks/)")
     p.set_defaults(func=cmd_tune)
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from icoforge.grids import load_grid
+    from icoforge.suite import get_program
     from icoforge.tune import target_for_backend, tune_suite_program, write_schedule
 
     if args.repeat < 1:
@@ -57,29 +60,78 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise IcoforgeError("--jobs must be at least 1")
     if not 0.0 <= args.min_gain < 1.0:
         raise IcoforgeError(f"--min-gain must be in [0, 1), got {args.min_gain}")
-    target_for_backend(args.backend)  # a clear error before loading anything
+    target_for_backend(args.backend)  # clear errors before loading anything
+    for name in args.programs:
+        get_program(name)
     err = Console(stderr=True)
-    grid = load_grid(args.grid, levels=args.levels)
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=True) as bar:
-        task = bar.add_task("tuning", total=None)
-
-        def progress(what: str, done: int, total: int) -> None:
-            bar.update(task, description=f"{args.program}: {what}", completed=done, total=total)
-
-        result = tune_suite_program(
-            args.program, grid, args.backend, args.space, repeat=args.repeat, seed=args.seed,
-            min_gain=args.min_gain, progress=progress, jobs=args.jobs,
-        )  # fmt: skip
     console = Console() if Console().is_terminal else Console(width=200)
-    print_result(result, console)
-    if args.json:
-        pathlib.Path(args.json).write_text(json.dumps(result.to_json(), indent=1) + "\n")
-        console.print(f"candidates and picks written to {args.json}")
+    grid = load_grid(args.grid, levels=args.levels)
+    results = []
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
+    for name in args.programs:
+        with Progress(*columns, console=err, transient=True) as bar:
+            task = bar.add_task("tuning", total=None)
+
+            def progress(what: str, done: int, total: int) -> None:
+                bar.update(task, description=f"{name}: {what}", completed=done, total=total)
+
+            result = tune_suite_program(
+                name, grid, args.backend, args.space, repeat=args.repeat, seed=args.seed,
+                min_gain=args.min_gain, progress=progress, jobs=args.jobs,
+            )  # fmt: skip
+        results.append(result)
+        print_result(result, console)
+        # after each program: a long run that is cut off keeps what it has found
+        if args.out:
+            write_schedule(result, args.out)
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps({"results": [r.to_json() for r in results]}, indent=1) + "\n")
+        if args.markdown:
+            pathlib.Path(args.markdown).write_text(markdown_report(results, args))
     if args.out:
-        write_schedule(result, args.out)
         console.print(f"schedule written to {args.out}: use it with --schedule {args.out}")
-    return 1 if result.differing else 0
+    for what, path in (("candidates and picks", args.json), ("Markdown tables", args.markdown)):
+        if path:
+            console.print(f"{what} written to {path}")
+    return 1 if any(r.differing for r in results) else 0
+
+
+def _pick_rows(result) -> list[tuple[str, ...]]:
+    return [
+        (p.kernel, f"{p.default_s * 1e6:.1f}", f"{p.best_s * 1e6:.1f}", f"{p.default_s / p.best_s:.2f}x", p.best_id,
+         "vendor default" if p.best_id == "default" else p.schedule.describe())
+        for p in result.picks
+    ]  # fmt: skip
+
+
+PICK_COLUMNS = ("kernel", "default µs", "best µs", "speed-up", "best candidate", "schedule")
+
+
+def markdown_report(results: list, args: argparse.Namespace) -> str:
+    import datetime
+
+    first = results[0]
+    lines = [
+        f"# icoforge tune, {datetime.date.today()}", "",
+        f"{first.device}; grid {first.grid}, {first.levels} levels; backend {args.backend}; space {args.space}; "
+        f"{args.repeat} timed calls per candidate; min gain {args.min_gain:.0%}; seed {args.seed}.",
+    ]  # fmt: skip
+    if first.emulated:
+        lines += ["", "CPU emulation: the times are the emulation's, not a GPU's."]
+    for r in results:
+        lines += ["", f"## {r.program}", "", "| " + " | ".join(PICK_COLUMNS) + " |", "| --- | ---: | ---: | ---: | --- | --- |"]
+        lines += ["| " + " | ".join(row) + " |" for row in _pick_rows(r)]
+        counts = ", ".join(f"{n} {st}" for st, n in sorted(_status_counts(r).items()))
+        lines += ["", f"Whole call: default {r.default_whole_s * 1e6:.1f} µs, tuned {r.tuned_whole_s * 1e6:.1f} µs "
+                  f"({r.default_whole_s / r.tuned_whole_s:.2f}x). Candidates: {counts}."]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _status_counts(result) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in result.runs:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    return counts
 
 
 def print_result(result, console: Console) -> None:
@@ -88,22 +140,16 @@ def print_result(result, console: Console) -> None:
         console.print("[yellow]CPU emulation: the times are the emulation's, not a GPU's; the picks below check the "
                       "search, they are not a tuning[/yellow]")  # fmt: skip
     table = Table(title=f"tuned kernels: {where}", title_justify="left")
-    for col, justify in (("kernel", "left"), ("default µs", "right"), ("best µs", "right"), ("speed-up", "right"),
-                         ("best candidate", "left"), ("schedule", "left")):  # fmt: skip
-        table.add_column(col, justify=justify)
-    for p in result.picks:
-        sched = "vendor default" if p.best_id == "default" else p.schedule.describe()
-        table.add_row(p.kernel, f"{p.default_s * 1e6:.1f}", f"{p.best_s * 1e6:.1f}", f"{p.default_s / p.best_s:.2f}x",
-                      p.best_id, sched)  # fmt: skip
+    for col in PICK_COLUMNS:
+        table.add_column(col, justify="left" if col in ("kernel", "best candidate", "schedule") else "right")
+    for row in _pick_rows(result):
+        table.add_row(*row)
     console.print(table)
     console.print(
         f"whole call: default {result.default_whole_s * 1e6:.1f} µs, tuned {result.tuned_whole_s * 1e6:.1f} µs "
         f"({result.default_whole_s / result.tuned_whole_s:.2f}x); the tuned schedule's outputs equal the default's"
     )
-    counts: dict[str, int] = {}
-    for r in result.runs:
-        counts[r.status] = counts.get(r.status, 0) + 1
-    console.print("candidates: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    console.print("candidates: " + ", ".join(f"{n} {s}" for s, n in sorted(_status_counts(result).items())))
     for r in result.runs:
         if r.status == "DIFFERS":
             console.print(f"[red]{r.id}: outputs differ from the default's ({r.detail}): a code generator bug[/red]")

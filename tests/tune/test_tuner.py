@@ -239,20 +239,34 @@ def test_the_schedule_file_is_merged_kernel_by_kernel(tiny_grid, tmp_path):
         write_schedule(result, bad)
 
 
-def test_tune_command_writes_a_schedule_that_runs(tiny_grid, tmp_path, capsys, monkeypatch):
-    out, js = tmp_path / "s.json", tmp_path / "t.json"
-    argv = ["tune", "compute_hydrostatic_correction_term", "--grid", "R2B3", "--levels", "10",
-            "--backend", "icoforge-emulated-cuda", "--repeat", "1", "--out", str(out), "--json", str(js)]  # fmt: skip
+def test_tune_command_tunes_several_programs_into_one_schedule_file(tiny_grid, tmp_path, capsys, monkeypatch):
+    out, js, md = tmp_path / "s.json", tmp_path / "t.json", tmp_path / "t.md"
+    programs = ["compute_hydrostatic_correction_term", "compute_exner_from_rhotheta"]
+    argv = ["tune", *programs, "--grid", "R2B3", "--levels", "10", "--backend", "icoforge-emulated-cuda",
+            "--repeat", "1", "--out", str(out), "--json", str(js), "--markdown", str(md)]  # fmt: skip
     assert main(argv) == 0
     text = capsys.readouterr().out
-    report = json.loads(js.read_text())
-    kernels = [p["kernel"] for p in report["picks"]]
-    assert kernels and all(k in text for k in kernels)  # the table names every kernel
+    results = json.loads(js.read_text())["results"]
+    assert [r["program"] for r in results] == programs and all(r["emulated"] for r in results)
+    kernels = [p["kernel"] for r in results for p in r["picks"]]
+    assert len(kernels) >= 2 and all(k in text for k in kernels)  # the tables name every kernel
     assert "CPU emulation" in text and "candidates:" in text and "DIFFERS" not in text
-    assert report["program"] == "compute_hydrostatic_correction_term" and report["emulated"] is True
-    assert {c["status"] for c in report["candidates"]} <= {"OK", "REFUSED"}
-    monkeypatch.setenv("ICOFORGE_SCHEDULE", str(out))  # what --schedule FILE does
-    assert schedule_from_env("cuda") == ProgramSchedule.from_json(json.loads(out.read_text()))
+    for r in results:
+        assert {c["status"] for c in r["candidates"]} <= {"OK", "REFUSED"}
+    # one file with both programs' overrides (whatever moved), usable as --schedule FILE
+    schedule = ProgramSchedule.from_json(json.loads(out.read_text()))
+    moved = {p["kernel"] for r in results for p in r["picks"] if p["best"] != "default"}
+    assert {k for k, _ in schedule.per_kernel} == moved
+    monkeypatch.setenv("ICOFORGE_SCHEDULE", str(out))
+    assert schedule_from_env("cuda") == schedule
+    report = md.read_text()
+    assert all(f"## {p}" in report for p in programs) and all(k in report for k in kernels)
+
+
+def test_tune_command_refuses_an_unknown_program_before_any_work(capsys):
+    assert main(["tune", "compute_hydrostatic_correction_term", "no_such_program", "--backend", "icoforge-emulated-cuda"]) == 2
+    err = capsys.readouterr().err
+    assert "no_such_program" in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize(
