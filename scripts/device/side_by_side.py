@@ -195,64 +195,14 @@ def run_peer(backend: str, program: str, levels: int, grid_name: str, reps: int,
 
 
 def sweep_schedules(levels: int, full: bool) -> dict:
-    """id -> ProgramSchedule: each knob alone on top of the CUDA vendor default (full list), then
-    pairs that looked promising. "block128x1" is the default before 2026-11-29 (session 2)."""
-    import dataclasses
+    """id -> ProgramSchedule: the autotuner's search space (icoforge/tune/space.py) on the CUDA
+    vendor default, the full one for the first level count, the quick one for the others.
+    (Until session 7 this script kept its own list; the ids of earlier sweeps differ a little:
+    block256 is block256x1 now, block32x8_auto is idx_auto on 32x4.)"""
+    from icoforge.backend.schedule import ProgramSchedule
+    from icoforge.tune.space import candidates
 
-    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
-
-    base = VENDOR_DEFAULTS["cuda"]
-
-    def S(**knobs):
-        return dataclasses.replace(base, **knobs)
-
-    alone = {
-        "default": base,
-        "block128x1": S(block=(128, 1)),
-        "block64": S(block=(64, 1)),
-        "block256": S(block=(256, 1)),
-        "block512": S(block=(512, 1)),
-        "block1024": S(block=(1024, 1)),
-        "block32x2": S(block=(32, 2)),
-        "block64x4": S(block=(64, 4)),
-        "block128x2": S(block=(128, 2)),
-        "block32x8": S(block=(32, 8)),
-        "block64x8": S(block=(64, 8)),
-        "kpt2": S(k_per_thread=2),
-        "kpt4": S(k_per_thread=4),
-        "kpt8": S(k_per_thread=8),
-        "unroll2": S(k_unroll=2),
-        "unroll4": S(k_unroll=4),
-        "hpt2": S(h_per_thread=2),
-        "hpt4": S(h_per_thread=4),
-        "smem": S(smem_tables=("*",)),
-        "maxreg64": S(max_registers=64),
-        "maxreg128": S(max_registers=128),
-        "minblocks4": S(min_blocks_per_sm=4),
-        "idx32": S(index_bits=32),
-        "chiplet8": S(chiplet_remap=True),
-    }
-    pairs = {
-        "kpt2_unroll2": S(k_per_thread=2, k_unroll=2),
-        "kpt4_unroll4": S(k_per_thread=4, k_unroll=4),
-        "kpt2_idx32": S(k_per_thread=2, index_bits=32),
-        "kpt4_idx32": S(k_per_thread=4, index_bits=32),
-        "hpt2_kpt2": S(h_per_thread=2, k_per_thread=2),
-        "smem_idx32": S(smem_tables=("*",), index_bits=32),
-        "smem_kpt2": S(smem_tables=("*",), k_per_thread=2),
-        "block32x8_idx32": S(block=(32, 8), index_bits=32),
-        "block32x8_kpt2": S(block=(32, 8), k_per_thread=2),
-        "block64x4_kpt2": S(block=(64, 4), k_per_thread=2),
-        "block128x1_kpt4_idx32": S(block=(128, 1), k_per_thread=4, index_bits=32),  # session 2's best predictor
-        "idx32_unroll2": S(index_bits=32, k_unroll=2),
-        "block32x8_auto": S(block=(32, 8), index_bits="auto"),  # the candidate default (s4): should time as 32x8_idx32
-    }
-    chosen = {**alone, **pairs}
-    if not full:  # the second level count: the knobs that matter most, to see how they scale
-        keep = ("default", "block128x1", "block256", "block32x8", "kpt2", "kpt4", "unroll2", "hpt2", "smem",
-                "idx32", "maxreg64", "kpt4_idx32", "block32x8_idx32", "block128x1_kpt4_idx32", "block32x8_auto")  # fmt: skip
-        chosen = {k: chosen[k] for k in keep}
-    return {k: ProgramSchedule(default=s) for k, s in chosen.items()}
+    return {k: ProgramSchedule(default=s) for k, s in candidates("cuda", "full" if full else "quick").items()}
 
 
 def plan_sweep(programs: list[str], levels_list: list[int], grid_name: str) -> list[tuple]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -131,34 +132,50 @@ def test_emulated_search_verifies_times_and_combines(tiny_grid):
 
 
 @dataclasses.dataclass(frozen=True)
-class _CorruptingTarget(Target):
-    """Emulation, but a program built with k_per_thread 2 writes a wrong value into its outputs
-    (a stand-in for a code generator bug that only one schedule has)."""
+class _TamperingTarget(Target):
+    """Emulation, but builds whose source contains `marker` ("" = every build) change their
+    outputs after each call (fields marked `_icf_out`): `tamper(array)` stands in for a code
+    generator bug that only those schedules have."""
 
-    outputs: tuple[str, ...] = ()
+    marker: str = ""
+    tamper: Callable[[np.ndarray], None] = lambda a: None
 
     def load(self, art):
         fn = super().load(art)
-        if "k_per_thread 2" not in art.module_source:
+        if self.marker not in art.module_source:
             return fn
 
-        def broken(*a, offset_provider):
+        def tampered(*a, offset_provider):
             fn(*a, offset_provider=offset_provider)
             for v in a:
-                if hasattr(v, "ndarray") and getattr(v, "_icf_out", False):
-                    v.ndarray[0, 0] += 1.0
+                if getattr(v, "_icf_out", False):
+                    self.tamper(v.ndarray)
 
-        broken.icoforge_runtime = fn.icoforge_runtime
-        return broken
+        tampered.icoforge_runtime = fn.icoforge_runtime
+        return tampered
 
 
-def test_a_candidate_whose_outputs_differ_is_reported_and_never_chosen(tiny_grid):
+def _marked_inputs(tiny_grid):
     info, args, pir = _inputs(SMALL, tiny_grid)
     outputs = tuple(o for o in info.outputs if o in args)
     for o in outputs:
-        object.__setattr__(args[o], "_icf_out", True)  # mark what the broken build corrupts
-    result = tune_program(pir, args, tiny_grid.connectivities, outputs, tuple(info.inouts),
-                          _CorruptingTarget("cuda", True, outputs), _few(), repeat=1, min_gain=0.0)  # fmt: skip
+        object.__setattr__(args[o], "_icf_out", True)  # what the tampering target changes
+    return info, args, pir, outputs
+
+
+def _add_one(a):
+    a[0, 0] += 1.0
+
+
+def _computed_nan(a):
+    a[1, 1] = np.float64("nan")  # a plain NaN, not the poison
+
+
+def test_a_candidate_whose_outputs_differ_is_reported_and_never_chosen(tiny_grid):
+    info, args, pir, outputs = _marked_inputs(tiny_grid)
+    target = _TamperingTarget("cuda", True, marker="k_per_thread 2", tamper=_add_one)
+    result = tune_program(pir, args, tiny_grid.connectivities, outputs, tuple(info.inouts), target, _few(),
+                          repeat=1, min_gain=0.0)  # fmt: skip
     status = {r.id: r.status for r in result.runs}
     assert status["kpt2"] == "DIFFERS" and "max abs diff 1" in next(r.detail for r in result.runs if r.id == "kpt2")
     assert all(status[c] == "OK" for c in ("default", "block128x1_idx32", "hpt2"))
@@ -166,31 +183,11 @@ def test_a_candidate_whose_outputs_differ_is_reported_and_never_chosen(tiny_grid
     assert result.differing and result.differing[0].id == "kpt2"
 
 
-@dataclasses.dataclass(frozen=True)
-class _NaNTarget(Target):
-    """Emulation, but every build computes a NaN (a plain one, not the poison) into its outputs."""
-
-    def load(self, art):
-        fn = super().load(art)
-
-        def with_nan(*a, offset_provider):
-            fn(*a, offset_provider=offset_provider)
-            for v in a:
-                if getattr(v, "_icf_out", False):
-                    v.ndarray[1, 1] = np.float64("nan")
-
-        with_nan.icoforge_runtime = fn.icoforge_runtime
-        return with_nan
-
-
 def test_a_default_that_computes_nan_stops_the_search(tiny_grid):
-    info, args, pir = _inputs(SMALL, tiny_grid)
-    outputs = tuple(o for o in info.outputs if o in args)
-    for o in outputs:
-        object.__setattr__(args[o], "_icf_out", True)
+    info, args, pir, outputs = _marked_inputs(tiny_grid)
+    target = _TamperingTarget("cuda", True, marker="", tamper=_computed_nan)
     with pytest.raises(IcoforgeError, match="computes NaN"):  # every candidate would repeat it
-        tune_program(pir, args, tiny_grid.connectivities, outputs, tuple(info.inouts), _NaNTarget("cuda", True),
-                     _few(), repeat=1)  # fmt: skip
+        tune_program(pir, args, tiny_grid.connectivities, outputs, tuple(info.inouts), target, _few(), repeat=1)
 
 
 def test_an_impossible_candidate_is_refused_before_compiling(tiny_grid):
