@@ -4,6 +4,7 @@ on the GPU, written as a schedule file for `--schedule` / $ICOFORGE_SCHEDULE."""
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import pathlib
@@ -121,17 +122,17 @@ def markdown_report(results: list, args: argparse.Namespace) -> str:
     for r in results:
         lines += ["", f"## {r.program}", "", "| " + " | ".join(PICK_COLUMNS) + " |", "| --- | ---: | ---: | ---: | --- | --- |"]
         lines += ["| " + " | ".join(row) + " |" for row in _pick_rows(r)]
-        counts = ", ".join(f"{n} {st}" for st, n in sorted(_status_counts(r).items()))
-        lines += ["", f"Whole call: default {r.default_whole_s * 1e6:.1f} µs, tuned {r.tuned_whole_s * 1e6:.1f} µs "
-                  f"({r.default_whole_s / r.tuned_whole_s:.2f}x). Candidates: {counts}."]  # fmt: skip
+        whole, counts = _summary(r)
+        lines += ["", f"Whole call: {whole}. Candidates: {counts}."]
     return "\n".join(lines) + "\n"
 
 
-def _status_counts(result) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for r in result.runs:
-        counts[r.status] = counts.get(r.status, 0) + 1
-    return counts
+def _summary(result) -> tuple[str, str]:
+    """(whole call default vs tuned, candidates by status): the lines under each table."""
+    whole = (f"default {result.default_whole_s * 1e6:.1f} µs, tuned {result.tuned_whole_s * 1e6:.1f} µs "
+             f"({result.default_whole_s / result.tuned_whole_s:.2f}x)")  # fmt: skip
+    counts = collections.Counter(r.status for r in result.runs)
+    return whole, ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
 
 
 def print_result(result, console: Console) -> None:
@@ -145,11 +146,9 @@ def print_result(result, console: Console) -> None:
     for row in _pick_rows(result):
         table.add_row(*row)
     console.print(table)
-    console.print(
-        f"whole call: default {result.default_whole_s * 1e6:.1f} µs, tuned {result.tuned_whole_s * 1e6:.1f} µs "
-        f"({result.default_whole_s / result.tuned_whole_s:.2f}x); the tuned schedule's outputs equal the default's"
-    )
-    console.print("candidates: " + ", ".join(f"{n} {s}" for s, n in sorted(_status_counts(result).items())))
+    whole, counts = _summary(result)
+    console.print(f"whole call: {whole}; the tuned schedule's outputs equal the default's")
+    console.print(f"candidates: {counts}")
     for r in result.runs:
         if r.status == "DIFFERS":
             console.print(f"[red]{r.id}: outputs differ from the default's ({r.detail}): a code generator bug[/red]")

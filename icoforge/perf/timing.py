@@ -19,7 +19,7 @@ import dataclasses
 import os
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -90,6 +90,14 @@ def _kernel_name(kernel: Any) -> str:
     return name.removesuffix(WIDE_SUFFIX)  # kernel names end in _k<number>: only twins end in the suffix
 
 
+def _by_kernel(records: Iterable[tuple[str, float]]) -> dict[str, Stats]:
+    """(kernel name, seconds) of every launch -> seconds per launch by kernel name."""
+    out: dict[str, list[float]] = {}
+    for name, seconds in records:
+        out.setdefault(name, []).append(seconds)
+    return {n: Stats(tuple(v)) for n, v in out.items()}
+
+
 class KernelTimer:
     """Events around every launch of one `Runtime` (icoforge.backend.gpu). Off until attached."""
 
@@ -134,10 +142,7 @@ class KernelTimer:
             return {}
         self.records[-1][2].synchronize()
         cp = self._rt.cp if self._rt is not None else __import__("cupy")
-        out: dict[str, list[float]] = {}
-        for name, start, end in self.records:
-            out.setdefault(name, []).append(cp.cuda.get_elapsed_time(start, end) * 1e-3)
-        return {n: Stats(tuple(v)) for n, v in out.items()}
+        return _by_kernel((name, cp.cuda.get_elapsed_time(start, end) * 1e-3) for name, start, end in self.records)
 
 
 def time_gpu_kernels(
@@ -194,10 +199,7 @@ class HostKernelTimer(KernelTimer):
         return self
 
     def per_kernel(self) -> dict[str, Stats]:
-        out: dict[str, list[float]] = {}
-        for name, seconds in self.records:
-            out.setdefault(name, []).append(seconds)
-        return {n: Stats(tuple(v)) for n, v in out.items()}
+        return _by_kernel(self.records)
 
 
 def time_loaded_host_kernels(fn: Any, call: Callable[[], Any], repeat: int = 10, warmup: int = 1) -> tuple[dict[str, Stats], Stats]:
