@@ -56,7 +56,7 @@ class IcoforgeProgramCheck(IcoforgeCommand):
     descr = "icoforge run: verified against a second backend, median time per call"
 
     @run_after("init")
-    def gpu_backend_on_gpu_partitions(self):
+    def device_tag(self):  # "cpu" here, "gpu" in the GPU twin
         self.tags |= {"cpu"}
 
     @run_before("run")
@@ -146,5 +146,5 @@ class IcoforgeGpuProgramCheck(IcoforgeProgramCheck):
     reference_backend = "icoforge-cpu"
 
     @run_after("init")
-    def gpu_backend_on_gpu_partitions(self):
+    def device_tag(self):  # "cpu" here, "gpu" in the GPU twin
         self.tags |= {"gpu"}
