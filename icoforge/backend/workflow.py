@@ -32,6 +32,32 @@ from icoforge.errors import IcoforgeError
 # Must be set before libgomp loads, i.e. before the first generated module is imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
+def in_pool_worker() -> bool:
+    """Running in a child process (GT4Py's compile pool, or one of icoforge's own pools)."""
+    import multiprocessing
+
+    return multiprocessing.parent_process() is not None
+
+
+_priority_lowered = False
+
+
+def yield_to_main_process() -> None:
+    """In a compile worker, lower this process' CPU priority once (nice ICOFORGE_WORKER_NICE, default
+    5; 0 keeps it). While icon4py constructs SolveNonhydro, the main process lowers one program after
+    the other to GTIR and submits it; with as many busy workers as cores it got a fraction of a core,
+    so every later program, the vertical solvers among them, was submitted late (H200, REGIONAL/80
+    cold, session 7: construction 23.3 s with the workers busy, 13.8 s warm)."""
+    global _priority_lowered
+    if _priority_lowered or not in_pool_worker():
+        return
+    _priority_lowered = True
+    try:
+        os.nice(int(os.environ.get("ICOFORGE_WORKER_NICE", "5")))
+    except (OSError, ValueError):  # not permitted, or a bad value: run at the normal priority
+        pass
+
+
 def gt4py_passes(program: itir.Program, offset_provider: common.OffsetProvider) -> itir.Program:
     """GT4Py's own transformations, configured as its gtfn backend configures them, by default
     with GT4Py's tree machinery sped up while they run (`gt4py_speedups`: the same result, about
@@ -193,17 +219,20 @@ class CPUExecutor:
         from icoforge.backend.build import build_cpu_module
         from icoforge.backend.codegen.cpp import render_program_cpp
 
+        started_at = time.time()
+        yield_to_main_process()
         t0 = time.perf_counter()
         tr, hit = translate(inp, self.use_translation_cache)
         t1 = time.perf_counter()
         name = module_name_for(tr.program)
         source = render_program_cpp(tr.program, name)
         so, build_s = build_cpu_module(source, name)
+        timings = (("translate", t1 - t0), ("translation_cache_hit", float(hit)), ("build", build_s))
         return CPUArtifact(
             str(so),
             name,
             tr.program.name,
-            (("translate", t1 - t0), ("translation_cache_hit", float(hit)), ("build", build_s)),
+            (*timings, ("started_at", started_at), ("finished_at", time.time())),
             tr.program,
             tr.program.tuple_params,
         )

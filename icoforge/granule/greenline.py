@@ -126,7 +126,8 @@ def _gpu_name() -> str | None:
 
 @contextlib.contextmanager
 def cold_icoforge_cache(enabled: bool) -> Iterator[None]:
-    """Point icoforge's caches (GT4Py passes, C++ builds) at an empty temporary directory.
+    """Point icoforge's caches (GT4Py passes, C++ builds) and CuPy's NVRTC kernel cache at an
+    empty temporary directory.
 
     GT4Py's compile workers are spawned lazily and read the environment when they start;
     `wait_for_compilation()` first shuts down the current pool so that new workers see the new
@@ -139,17 +140,19 @@ def cold_icoforge_cache(enabled: bool) -> Iterator[None]:
     import gt4py.next as gtx
 
     gtx.wait_for_compilation()
-    old = os.environ.get("ICOFORGE_CACHE")
     tmp = tempfile.mkdtemp(prefix="icoforge-cold-")
-    os.environ["ICOFORGE_CACHE"] = tmp
+    cold = {"ICOFORGE_CACHE": tmp, "CUPY_CACHE_DIR": os.path.join(tmp, "cupy")}
+    old = {k: os.environ.get(k) for k in cold}
+    os.environ.update(cold)
     try:
         yield
     finally:
         gtx.wait_for_compilation()
-        if old is None:
-            os.environ.pop("ICOFORGE_CACHE", None)
-        else:
-            os.environ["ICOFORGE_CACHE"] = old
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -295,4 +298,8 @@ def _setup_line(r: BackendResult) -> str:
     cache = ""
     if r.cache:
         cache = f"; translation cache {r.cache['translation_cache_hits']}/{r.cache['programs']} hits"
+        if jobs := r.cache.get("jobs"):
+            j = jobs[0]
+            cache += (f"; last job done {j['finished_s']:.1f} s after construction began: {j['program']} "
+                      f"(started at {j['started_s']:.1f} s, translated in {j['translate_s']:.1f} s)")  # fmt: skip
     return f"{r.backend}: {parts} ({r.compile_jobs} compile jobs{cache})"

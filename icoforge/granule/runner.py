@@ -136,6 +136,7 @@ class Granule:
         self.grid: GranuleGrid | None = None
         self.solver: Any = None
         self.states: tuple[Any, Any, Any] | None = None
+        self._construct_started_at = 0.0
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -153,6 +154,7 @@ class Granule:
 
         progress(f"{self.name}: constructing SolveNonhydro", 0, 0)
         before = _ongoing_futures()
+        self._construct_started_at = time.time()  # wall clock: compile workers stamp their jobs with it
         t0 = time.perf_counter()
         self.solver = build_solver(self.grid, self.static, self.backend, only_used_variants=self.only_used_variants)
         s["construct"] = time.perf_counter() - t0
@@ -188,7 +190,8 @@ class Granule:
     def _cache_info(self) -> dict[str, Any]:
         """icoforge backends: how many programs came from the translation / build caches."""
         hits = builds = loaded = 0
-        build_s = translate_s = 0.0
+        build_s = translate_s = nvrtc_s = 0.0
+        jobs = []  # (finished, started, program, translate s): seconds after construction began
         for b in instrument.find_programs(self.solver):
             for callable_ in instrument.loaded_variants(b):
                 artifact = getattr(callable_, "icoforge_artifact", None)
@@ -199,16 +202,28 @@ class Granule:
                 hits += int(timings.get("translation_cache_hit", 0.0) > 0)
                 build_s += timings.get("build", 0.0)
                 translate_s += timings.get("translate", 0.0)
+                nvrtc_s += timings.get("nvrtc", 0.0)
                 builds += int(timings.get("build", 0.0) > 0)
+                if "started_at" in timings:
+                    t0 = self._construct_started_at
+                    jobs.append((timings["finished_at"] - t0, timings["started_at"] - t0, artifact.program_name, timings.get("translate", 0.0)))
         if not loaded:
             return {}
-        return {
+        info: dict[str, Any] = {
             "programs": loaded,
             "translation_cache_hits": hits,
             "cpp_builds": builds,
             "translate_s": round(translate_s, 3),
             "build_s": round(build_s, 3),
+            "nvrtc_in_workers_s": round(nvrtc_s, 3),
         }
+        # The compile's timeline (seconds after construction began), last finished first: the
+        # first entries are its critical path.
+        info["jobs"] = [
+            {"program": name, "started_s": round(start, 2), "finished_s": round(end, 2), "translate_s": round(tr, 2)}
+            for end, start, name, tr in sorted(jobs, reverse=True)
+        ]
+        return info
 
     # -- stepping ---------------------------------------------------------------------------
 

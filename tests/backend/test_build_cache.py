@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing
+import os
 import pathlib
 
 import gt4py.next as gtx
@@ -171,3 +172,57 @@ def test_gpu_executor_reports_its_translation_cache_hits(tiny_grid, tmp_path, mo
     assert "twice: passes computed in" in log[0] and "twice: passes cached" in log[1]
     (missed,) = (tmp_path / "trace").glob("twice-*.gtir")
     assert missed.name == f"twice-{workflow.passes_key(inp)}.gtir" and "twice" in missed.read_text()
+
+
+def _nice_after_yield(_: int) -> tuple[int, int]:
+    before = os.nice(0)
+    workflow.yield_to_main_process()
+    workflow.yield_to_main_process()  # once per process, not once per job
+    return before, os.nice(0)
+
+
+def test_compile_workers_yield_to_the_main_process(monkeypatch):
+    """A compile worker (a child process) lowers its priority once, by ICOFORGE_WORKER_NICE, so
+    that the main process constructing SolveNonhydro keeps a core; the main process never does."""
+    monkeypatch.setenv("ICOFORGE_WORKER_NICE", "3")
+    main_before = os.nice(0)
+    workflow.yield_to_main_process()
+    assert os.nice(0) == main_before
+    with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        before, after = pool.submit(_nice_after_yield, 0).result()
+    assert after == min(before + 3, 19)
+
+
+def test_executors_stamp_when_their_job_ran(tiny_grid, tmp_path, monkeypatch):
+    """The granule's setup line names the compile job that finished last and when it started:
+    the executors stamp each job with wall-clock start and end (in the worker)."""
+    import time
+
+    from icoforge.backend.gpu import GPUExecutor
+
+    monkeypatch.setenv("ICOFORGE_CACHE", str(tmp_path / "cache"))
+    t0 = time.time()
+    timings = dict(GPUExecutor("cuda", precompile=False)(compilable_program(twice, tiny_grid.connectivities)).timings)
+    assert t0 <= timings["started_at"] <= timings["finished_at"] <= time.time()
+    assert timings["finished_at"] - timings["started_at"] >= timings["translate"]
+    assert "nvrtc" not in timings  # precompile=False (and no device here)
+
+
+@pytest.mark.gpu
+def test_gpu_executor_compiles_the_module_in_the_worker(tiny_grid, tmp_path, monkeypatch):
+    """On a machine with a device, the CUDA/HIP executor (a compile worker) runs NVRTC/hiprtc
+    itself and leaves the module in CuPy's disk cache; `load()` in the main process then only
+    reads it back instead of compiling at the program's first call."""
+    from icoforge.backend.gpu import GPUExecutor, cupy_vendor
+
+    vendor = cupy_vendor()
+    if vendor is None:
+        pytest.skip("no GPU")
+    monkeypatch.setenv("ICOFORGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path / "cupy"))
+    artifact = GPUExecutor(vendor)(compilable_program(twice, tiny_grid.connectivities))
+    timings = dict(artifact.timings)
+    assert timings["nvrtc"] > 0
+    assert [p for p in (tmp_path / "cupy").rglob("*") if p.is_file()], "nothing in CuPy's kernel cache"
+    program = artifact.load()
+    assert program.icoforge_load_seconds < timings["nvrtc"]

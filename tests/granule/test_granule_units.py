@@ -410,3 +410,21 @@ def test_two_recorded_fingerprints_compare(tmp_path):
     newer["golden_version"] = 2 if ref["golden_version"] == 1 else 1  # other projections: not comparable
     with pytest.raises(ValueError, match="versions differ"):
         golden.compare_fingerprints(newer, ref, rtol=1e-12)
+
+
+def test_cold_compile_starts_from_empty_caches(monkeypatch):
+    """`greenline --cold`: icoforge's translation/build cache and CuPy's NVRTC cache both point into
+    one fresh empty directory while it runs, and back where they were afterwards."""
+    import os
+    import pathlib
+
+    from icoforge.granule.greenline import cold_icoforge_cache
+
+    monkeypatch.setenv("ICOFORGE_CACHE", "/somewhere/else")
+    monkeypatch.delenv("CUPY_CACHE_DIR", raising=False)
+    with cold_icoforge_cache(True):
+        tmp = pathlib.Path(os.environ["ICOFORGE_CACHE"])
+        assert tmp.is_dir() and not any(tmp.iterdir())
+        assert pathlib.Path(os.environ["CUPY_CACHE_DIR"]).parent == tmp
+    assert os.environ["ICOFORGE_CACHE"] == "/somewhere/else" and "CUPY_CACHE_DIR" not in os.environ
+    assert not tmp.exists()

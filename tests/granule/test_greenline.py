@@ -71,6 +71,9 @@ def test_granule_runs_end_to_end_with_icoforge_cpu(report):
     assert {"construct", "compile", "first_calls"} <= set(r.setup_s)
     assert r.compile_jobs > 10
     assert r.cache["programs"] >= 14  # loaded program variants, all built by icoforge
+    jobs = r.cache["jobs"]  # the compile's timeline, last finished first
+    assert len(jobs) == r.cache["programs"] and all(j["started_s"] <= j["finished_s"] for j in jobs)
+    assert [j["finished_s"] for j in jobs] == sorted((j["finished_s"] for j in jobs), reverse=True)
     assert r.fallbacks == []
     for v in VARIANTS:
         assert len(r.step_ms[v]) == 2 and all(0 < t < 60_000 for t in r.step_ms[v])
