@@ -139,7 +139,7 @@ def make_emulated_backend(vendor: str = "cuda", schedule: ProgramSchedule | None
 
     return gt_backend.Backend(
         name=f"icoforge_emulated_{vendor}",
-        executor=EmulatedExecutor(GPUExecutor(vendor, schedule or schedule_from_env(vendor), precompile=False)),
+        executor=EmulatedExecutor(GPUExecutor(vendor, schedule or schedule_from_env(vendor))),
         allocator=allocators.StandardCPUFieldBufferAllocator(),
         transforms=gt_backend.DEFAULT_TRANSFORMS,
     )

@@ -289,8 +289,10 @@ class GPUArtifact:
         return program
 
 
-def _compile_module(source_and_options: tuple[str, tuple[str, ...]]) -> float:
-    """Worker: compile one module with NVRTC/hiprtc into CuPy's on-disk kernel cache (no launch)."""
+def compile_module(source_and_options: tuple[str, tuple[str, ...]]) -> float:
+    """Compile one module with NVRTC/hiprtc (no launch): CuPy keeps it in this process and in its disk
+    cache, so a later `load()` of the same source here, or in a process that shares the cache
+    directory, does not compile again. Returns the seconds."""
     import cupy as cp
 
     t0 = time.perf_counter()
@@ -306,7 +308,7 @@ def precompile_modules(artifacts: Iterable[GPUArtifact], jobs: int) -> list[floa
     from icoforge.parallel import map_isolated
 
     sources = list(dict.fromkeys((a.module_source, a.options) for a in artifacts))
-    return [r for _, r in map_isolated(_compile_module, sources, jobs) if isinstance(r, float)]
+    return [r for _, r in map_isolated(compile_module, sources, jobs) if isinstance(r, float)]
 
 
 def nvrtc_options(vendor: str) -> tuple[str, ...]:
@@ -321,27 +323,18 @@ def nvrtc_options(vendor: str) -> tuple[str, ...]:
 class GPUExecutor:
     vendor: str
     schedule: ProgramSchedule = ProgramSchedule()
-    # NVRTC/hiprtc here, in the compile worker, when this process sees a device of `vendor`: the
-    # module then lands in CuPy's disk cache and `load()` in the main process finds it there, so
-    # the compiling runs in parallel instead of one module after the other at the first calls
-    # (H200, REGIONAL/80 cold, session 7: 3.2 s of first calls, 0.1 s warm).
-    precompile: bool = True
 
     def __call__(self, inp: definitions.CompilableProgramDef) -> GPUArtifact:
+        # No NVRTC here: GT4Py hides the GPUs from its compile workers (CUDA_VISIBLE_DEVICES=""),
+        # and CuPy's disk cache is per process. The granule compiles loaded modules in the main
+        # process while slower jobs still run (runner.Granule.setup).
         started_at = time.time()
         yield_to_main_process()
         t0 = time.perf_counter()
         tr, hit = translate(inp)
-        program = tr.program
-        timings = [("translate", time.perf_counter() - t0), ("translation_cache_hit", float(hit))]
-        artifact = gpu_artifact(program, self.vendor, self.schedule)
-        if self.precompile and os.environ.get("ICOFORGE_WORKER_NVRTC", "1") != "0" and cupy_vendor() == self.vendor:
-            try:
-                timings.append(("nvrtc", _compile_module((artifact.module_source, artifact.options))))
-            except Exception:  # noqa: BLE001 - load() compiles again and raises with NVRTC's log
-                pass
-        timings += [("started_at", started_at), ("finished_at", time.time())]
-        return dataclasses.replace(artifact, timings=tuple(timings))
+        timings = (("translate", time.perf_counter() - t0), ("translation_cache_hit", float(hit)))
+        artifact = gpu_artifact(tr.program, self.vendor, self.schedule)
+        return dataclasses.replace(artifact, timings=(*timings, ("started_at", started_at), ("finished_at", time.time())))
 
 
 def gpu_artifact(program: ir.ProgramIR, vendor: str, schedule: ProgramSchedule, timings=()) -> GPUArtifact:

@@ -126,8 +126,9 @@ def _gpu_name() -> str | None:
 
 @contextlib.contextmanager
 def cold_icoforge_cache(enabled: bool) -> Iterator[None]:
-    """Point icoforge's caches (GT4Py passes, C++ builds) and CuPy's NVRTC kernel cache at an
-    empty temporary directory.
+    """Point icoforge's caches (GT4Py passes, C++ builds) at an empty temporary directory.
+    CuPy's kernel cache is not among them: CuPy 14 fixes its directory once per process, at its
+    first compile; a cold run sets CUPY_CACHE_DIR to an empty directory for the whole process.
 
     GT4Py's compile workers are spawned lazily and read the environment when they start;
     `wait_for_compilation()` first shuts down the current pool so that new workers see the new
@@ -141,7 +142,7 @@ def cold_icoforge_cache(enabled: bool) -> Iterator[None]:
 
     gtx.wait_for_compilation()
     tmp = tempfile.mkdtemp(prefix="icoforge-cold-")
-    cold = {"ICOFORGE_CACHE": tmp, "CUPY_CACHE_DIR": os.path.join(tmp, "cupy")}
+    cold = {"ICOFORGE_CACHE": tmp}
     old = {k: os.environ.get(k) for k in cold}
     os.environ.update(cold)
     try:

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import os
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
+from icoforge.backend import compile_pool
 from icoforge.granule import instrument
 from icoforge.granule.backends import is_gpu, resolve_backend
 from icoforge.granule.fields import StaticFields
@@ -137,6 +139,8 @@ class Granule:
         self.solver: Any = None
         self.states: tuple[Any, Any, Any] | None = None
         self._construct_started_at = 0.0
+        self._submitted: list[tuple[float, str]] = []  # (seconds after construction began, task)
+        self._nvrtc_s = 0.0
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -156,18 +160,30 @@ class Granule:
         before = _ongoing_futures()
         self._construct_started_at = time.time()  # wall clock: compile workers stamp their jobs with it
         t0 = time.perf_counter()
-        self.solver = build_solver(self.grid, self.static, self.backend, only_used_variants=self.only_used_variants)
+        if self.name.startswith("icoforge") and os.environ.get("ICOFORGE_WARM_POOL", "1") != "0":
+            # GT4Py's workers start at the first submissions and import for seconds before their
+            # first job: start them now, while icon4py's construction runs here
+            compile_pool.warm_up((type(self.backend.executor).__module__, "gt4py.next.iterator.transforms.pass_manager"))
+        with compile_pool.recorded_submissions() as submitted:
+            self.solver = build_solver(self.grid, self.static, self.backend, only_used_variants=self.only_used_variants)
         s["construct"] = time.perf_counter() - t0
+        self._submitted = [(t - self._construct_started_at, name) for t, name in submitted]
 
         jobs = [f for f in _ongoing_futures() if f not in before]
         self.result.compile_jobs = len(jobs)
         t0 = time.perf_counter()
-        pending = set(jobs)
-        while pending:
-            progress(f"{self.name}: compiling", len(jobs) - len(pending), len(jobs))
-            _, pending = concurrent.futures.wait(pending, timeout=0.5, return_when=concurrent.futures.FIRST_COMPLETED)
-        progress(f"{self.name}: compiling", len(jobs), len(jobs))
-        gtx.wait_for_compilation()  # raises the first compilation error, if any
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="icoforge-nvrtc") as nvrtc:
+            # NVRTC for each GPU module whose job is done, while the slower jobs still run: CuPy
+            # keeps the compiled module in this process, so the first calls only load it
+            modules: list[concurrent.futures.Future] = []
+            pending = set(jobs)
+            while pending:
+                progress(f"{self.name}: compiling", len(jobs) - len(pending), len(jobs))
+                done, pending = concurrent.futures.wait(pending, timeout=0.5, return_when=concurrent.futures.FIRST_COMPLETED)
+                modules += [nvrtc.submit(_compile_gpu_module, f) for f in done if self.gpu]
+            progress(f"{self.name}: compiling", len(jobs), len(jobs))
+            gtx.wait_for_compilation()  # raises the first compilation error, if any
+            self._nvrtc_s = sum(f.result() for f in modules)
         s["compile"] = time.perf_counter() - t0
 
         self.states = self.fresh_states()
@@ -190,7 +206,7 @@ class Granule:
     def _cache_info(self) -> dict[str, Any]:
         """icoforge backends: how many programs came from the translation / build caches."""
         hits = builds = loaded = 0
-        build_s = translate_s = nvrtc_s = 0.0
+        build_s = translate_s = 0.0
         jobs = []  # (finished, started, program, translate s): seconds after construction began
         for b in instrument.find_programs(self.solver):
             for callable_ in instrument.loaded_variants(b):
@@ -202,7 +218,6 @@ class Granule:
                 hits += int(timings.get("translation_cache_hit", 0.0) > 0)
                 build_s += timings.get("build", 0.0)
                 translate_s += timings.get("translate", 0.0)
-                nvrtc_s += timings.get("nvrtc", 0.0)
                 builds += int(timings.get("build", 0.0) > 0)
                 if "started_at" in timings:
                     t0 = self._construct_started_at
@@ -215,7 +230,8 @@ class Granule:
             "cpp_builds": builds,
             "translate_s": round(translate_s, 3),
             "build_s": round(build_s, 3),
-            "nvrtc_in_workers_s": round(nvrtc_s, 3),
+            "nvrtc_s": round(self._nvrtc_s, 3),  # in this process, during the compile phase
+            "submitted_s": [round(t, 2) for t, _ in self._submitted],  # seconds after construction began
         }
         # The compile's timeline (seconds after construction began), last finished first: the
         # first entries are its critical path.
@@ -307,6 +323,19 @@ class Granule:
         rows.sort(key=lambda r: -r.ms_per_step)
         self.result.programs = rows
         self.result.profiled_step_ms = step_ms
+
+
+def _compile_gpu_module(job: concurrent.futures.Future) -> float:
+    """NVRTC/hiprtc for a finished job's GPU module, kept by CuPy in this process (seconds; 0 for
+    a failed job, whose error `wait_for_compilation` raises, or an artifact that is no GPU one)."""
+    from icoforge.backend.gpu import GPUArtifact, compile_module
+
+    if job.exception() is not None:
+        return 0.0
+    artifact = job.result()
+    if not isinstance(artifact, GPUArtifact):
+        return 0.0
+    return compile_module((artifact.module_source, artifact.options))
 
 
 def _ongoing_futures() -> list[Any]:

@@ -18,7 +18,6 @@ set -u
 read -r GRID LEVELS <<< "${CONFIG:-REGIONAL 80}"
 PEER=${PEER:-gtfn_gpu}
 export PYTHONUNBUFFERED=1
-export CUPY_CACHE_DIR=$(mktemp -d /tmp/cupy-cold-XXXX)
 export GT4PY_BUILD_CACHE_LIFETIME=persistent GT4PY_BUILD_CACHE_DIR=$(mktemp -d /tmp/gt4py-cold-XXXX)
 GL="python3 -m icoforge greenline --grid $GRID --levels $LEVELS --steps 2 --warmup 1 --profile-steps 1 --only-used-variants"
 
@@ -26,13 +25,14 @@ REPORTS=()
 for run in ${RUNS:-icoforge-cuda}; do
   label=${run%%:*}; vars=$([[ $run == *:* ]] && echo "${run#*:}" | tr ',' ' ')
   stamp "ours cold ($label${vars:+: $vars}): $GRID/$LEVELS"
-  env $vars timeout ${OURS_S:-220} $GL --backend icoforge-cuda --cold --json $OUT/cold-$label.json > $OUT/cold-$label.log 2>&1
+  # CuPy fixes its kernel cache directory once per process: an empty one for each run
+  env CUPY_CACHE_DIR=$(mktemp -d /tmp/cupy-cold-XXXX) $vars timeout ${OURS_S:-220} $GL --backend icoforge-cuda --cold --json $OUT/cold-$label.json > $OUT/cold-$label.log 2>&1
   stamp "ours done (rc $?)"
   REPORTS+=($OUT/cold-$label.json)
 done
 if [ "$PEER" != none ]; then
   stamp "$PEER cold"
-  timeout ${PEER_S:-330} $GL --backend $PEER --json $OUT/cold-$PEER.json > $OUT/cold-$PEER.log 2>&1
+  CUPY_CACHE_DIR=$(mktemp -d /tmp/cupy-cold-XXXX) timeout ${PEER_S:-330} $GL --backend $PEER --json $OUT/cold-$PEER.json > $OUT/cold-$PEER.log 2>&1
   stamp "$PEER done (rc $?)"
   REPORTS+=($OUT/cold-$PEER.json)
 fi
@@ -45,8 +45,11 @@ for f in map(pathlib.Path, sys.argv[1:]):
         print(f"{f.name}: no report"); continue
     d = json.loads(f.read_text()); b = d["backends"][0]; s = b["setup_s"]
     total = s["construct"] + s["compile"] + s["first_calls"]
-    jobs = (b.get("cache") or {}).get("jobs") or [{}]
-    last = f"{jobs[0]['program']} {jobs[0]['started_s']:.1f}-{jobs[0]['finished_s']:.1f} s" if jobs[0] else "-"
+    c = b.get("cache") or {}
+    jobs, sub = c.get("jobs") or [{}], c.get("submitted_s") or [0.0]
+    last = "-" if not jobs[0] else (f"{jobs[0]['program']} {jobs[0]['started_s']:.1f}-{jobs[0]['finished_s']:.1f} s; "
+        f"submitted {sub[0]:.1f}-{sub[-1]:.1f} s, started {min(j['started_s'] for j in jobs):.1f}-{max(j['started_s'] for j in jobs):.1f} s, "
+        f"NVRTC {c.get('nvrtc_s', 0):.1f} s")
     print(f"{f.stem[5:]:<14} {d['common_setup_s']['static_fields']:13.1f} {s['device_grid']:11.1f} {s['construct']:9.1f} "
           f"{s['compile']:8.1f} {s['first_calls']:11.1f} {total:7.1f} {b['dycore_step_ms']:8.1f}  {last}")
 EOF

@@ -1,0 +1,44 @@
+"""GT4Py's compile pool as the granule's setup drives it: its workers started ahead of the first
+job, and the submissions recorded (a real spawn pool of two workers)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from gt4py.next import config
+from gt4py.next.otf import runners
+
+from icoforge.backend import compile_pool
+
+
+@pytest.fixture
+def process_pool(monkeypatch, tmp_path):
+    runner = runners.ProcessRunner(max_workers=2, shared_session_cache_dir=str(tmp_path))
+    monkeypatch.setattr(runners, "_default_runner", runner)
+    monkeypatch.setattr(config, "BUILD_JOBS", 2)
+    yield runner
+    runner.shutdown()
+
+
+def test_warm_up_starts_every_worker_and_imports_the_executor(process_pool):
+    futures = compile_pool.warm_up(["icoforge.backend.gpu"])
+    assert len(futures) == 2
+    seconds = [f.result(timeout=300) for f in futures]
+    assert all(s >= 0 for s in seconds) and max(seconds) > 0  # a fresh worker had to import it
+    assert len(process_pool._pool._processes) == 2
+
+
+def test_warm_up_does_nothing_without_a_process_pool(monkeypatch):
+    monkeypatch.setattr(runners, "_default_runner", runners.SerialRunner())
+    assert compile_pool.warm_up(["icoforge.backend.gpu"]) == []
+
+
+def test_submissions_are_recorded_with_their_time(process_pool):
+    task = runners.CompilationTask(name="doubled", construct_compilable=lambda with_refs: -3, executor=abs)
+    original, t0 = runners.ProcessRunner.submit, time.time()
+    with compile_pool.recorded_submissions() as submitted:
+        result = process_pool.submit(task).result(timeout=300)
+    assert result == 3
+    assert [name for _, name in submitted] == ["doubled"] and t0 <= submitted[0][0] <= time.time()
+    assert runners.ProcessRunner.submit is original  # GT4Py's own again
