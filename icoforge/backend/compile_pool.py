@@ -20,6 +20,9 @@ from typing import Any
 
 def import_modules(modules: tuple[str, ...]) -> float:
     """Worker: import `modules`; seconds it took (0 when a worker already had them)."""
+    from icoforge.backend.workflow import yield_to_main_process
+
+    yield_to_main_process()  # from the start: the main process is constructing meanwhile
     t0 = time.perf_counter()
     for name in modules:
         importlib.import_module(name)

@@ -131,6 +131,8 @@ def _summary(result) -> tuple[str, str]:
     """(whole call default vs tuned, candidates by status): the lines under each table."""
     whole = (f"default {result.default_whole_s * 1e6:.1f} µs, tuned {result.tuned_whole_s * 1e6:.1f} µs "
              f"({result.default_whole_s / result.tuned_whole_s:.2f}x)")  # fmt: skip
+    if result.kept_default:
+        whole += "; not faster together, so the vendor default is kept for this program"
     counts = collections.Counter(r.status for r in result.runs)
     return whole, ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
 

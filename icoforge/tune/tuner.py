@@ -8,7 +8,9 @@
 4. Each kernel takes the candidate that timed fastest for it, if that beats the default by at
    least `min_gain` (timing noise must not pick schedules).
 5. The picks together (per-kernel overrides on the vendor default) are built, verified and timed
-   once more as a whole call: the schedule the tuner hands out has been run and checked.
+   once more as a whole call: the schedule the tuner hands out has been run and checked. Picks
+   that are not faster together than the default as a whole call are not handed out (the H200's
+   first tuning, 2026-11-30: two kernels each 3-4 % faster alone, the whole call 1 % slower).
 
 Where the kernels run is a `Target`: a GPU through CuPy (events around each launch), or the CPU
 emulation of the generated GPU code (`backend.emulate`: same code path, times of the emulation,
@@ -128,7 +130,8 @@ class TuneResult:
     picks: tuple[KernelPick, ...]
     schedule: ProgramSchedule  # vendor default + the picks as per-kernel overrides
     default_whole_s: float
-    tuned_whole_s: float
+    tuned_whole_s: float  # the picks together
+    kept_default: bool = False  # the picks together were not faster: `schedule` is the vendor default
 
     @property
     def differing(self) -> list[CandidateRun]:
@@ -141,7 +144,7 @@ class TuneResult:
         return {
             "program": self.program, "grid": self.grid, "levels": self.levels, "vendor": self.vendor,
             "device": self.device, "emulated": self.emulated, "min_gain": self.min_gain,
-            "default_whole_s": self.default_whole_s, "tuned_whole_s": self.tuned_whole_s,
+            "default_whole_s": self.default_whole_s, "tuned_whole_s": self.tuned_whole_s, "kept_default": self.kept_default,
             "schedule": self.schedule.to_json(),
             "picks": [{"kernel": p.kernel, "default_s": p.default_s, "best_s": p.best_s, "best": p.best_id,
                        "schedule": p.schedule.to_json()} for p in self.picks],
@@ -313,10 +316,14 @@ def tune_program(
     if final.status != "OK":  # each pick passed alone: together they must too
         raise IcoforgeError(f"tune: the combined schedule failed ({final.status}: {final.detail})")
     default_run = runs[0]
+    # kernels that win alone may not win together (they share caches and bandwidth), or the wins
+    # were noise: only a schedule that is faster as a whole call is handed out
+    kept_default = bool(tuned.per_kernel) and final.whole.median >= default_run.whole.median
     return TuneResult(
         program=program or pir.name, grid=grid, levels=levels, vendor=target.vendor, device=target.describe(),
-        emulated=target.emulated, min_gain=min_gain, runs=tuple(runs), picks=tuple(picks), schedule=tuned,
-        default_whole_s=default_run.whole.median, tuned_whole_s=final.whole.median,
+        emulated=target.emulated, min_gain=min_gain, runs=tuple(runs), picks=tuple(picks),
+        schedule=ProgramSchedule(default=base) if kept_default else tuned,
+        default_whole_s=default_run.whole.median, tuned_whole_s=final.whole.median, kept_default=kept_default,
     )  # fmt: skip
 
 

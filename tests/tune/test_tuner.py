@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import types
 from collections.abc import Callable
 
 import numpy as np
@@ -72,6 +73,30 @@ def test_each_kernel_takes_its_fastest_verified_candidate():
     assert picks["c"].best_s == pytest.approx(100e-6) and picks["c"].schedule == runs[0].schedule
     # a stricter threshold keeps b on the default (10 % faster is not 20 %)
     assert {p.kernel: p.best_id for p in pick_per_kernel(runs, min_gain=0.2)} == {"a": "x", "b": "default", "c": "default"}
+
+
+@pytest.mark.parametrize("tuned_us, kept_default", [(210.0, True), (200.0, True), (150.0, False)])
+def test_picks_are_handed_out_only_when_faster_together(monkeypatch, tuned_us, kept_default):
+    """Kernel a wins alone with candidate x; the picks together take `tuned_us` against the
+    default's 200 µs. Not faster together: the vendor default is handed out, and said so."""
+    from icoforge.tune import tuner
+
+    times = {"default": (dict(a=100, b=100), 200.0), "x": (dict(a=50, b=100), 150.0), "tuned": (dict(a=50, b=100), tuned_us)}
+
+    def run(bench, cid, artifact, sched):
+        kernels, whole = times[cid]
+        return CandidateRun(cid, sched, "OK", whole=Stats((whole * 1e-6,)), kernels={k: Stats((v * 1e-6,)) for k, v in kernels.items()})
+
+    monkeypatch.setattr(tuner, "run_candidate", run)
+    monkeypatch.setattr(tuner, "build_candidate", lambda pir, vendor, sched: object())
+    monkeypatch.setattr(tuner, "_Bench", lambda *args: None)  # no inputs: the runs above are made up
+    base = VENDOR_DEFAULTS["cuda"]
+    result = tune_program(types.SimpleNamespace(name="p"), {}, {}, (), (), Target("cuda", True),
+                          {"default": base, "x": base.replace(k_per_thread=2)}, min_gain=0.03)  # fmt: skip
+    assert [p.best_id for p in result.picks] == ["x", "default"]
+    assert result.kept_default is kept_default and result.tuned_whole_s == pytest.approx(tuned_us * 1e-6)
+    assert bool(dict(result.schedule.per_kernel)) is not kept_default
+    assert result.to_json()["kept_default"] is kept_default
 
 
 # --- the whole search, through the CPU emulation of the CUDA code -------------------------------
