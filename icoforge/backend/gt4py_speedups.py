@@ -53,6 +53,178 @@ def _leaf_copy_factory():
     return leaf_copy
 
 
+def _machinery_patches() -> list[tuple[object, str, object]]:
+    """(owner, attribute, replacement) for fixes 4-6 (see the module docstring). Each replacement
+    computes what the original computes; per-class facts the original looks up on every call are
+    memoised (keyed by class identity) in memos built afresh for every `patched()` block."""
+    import abc
+    import collections.abc
+
+    import typing_extensions
+    from gt4py.eve import concepts, exceptions, traits, trees, visitors
+
+    # --- 4. isinstance against eve's node classes (metaclass typing_extensions._ProtocolMeta) ---
+    meta = type(concepts.Node)
+    orig_instancecheck = meta.__dict__["__instancecheck__"]
+    protocol = typing_extensions.Protocol
+    abc_instancecheck = abc._abc_instancecheck  # what abc.ABCMeta.__instancecheck__ returns
+
+    def __instancecheck__(cls, instance):
+        if cls is protocol or getattr(cls, "_is_protocol", False):
+            return orig_instancecheck(cls, instance)
+        return abc_instancecheck(cls, instance)  # the original's branch for a concrete class
+
+    # --- 5. symbol tables: SymbolTableTrait.SymbolsCollector.apply without a visitor ---
+    collector = traits.SymbolTableTrait.SymbolsCollector
+    symbol_name, node_base, scope = concepts.SymbolName, concepts.Node, traits.SymbolTableTrait
+    dispatch = trees.iter_children_values.dispatch
+    facts: dict[int, tuple] = {}
+
+    def class_facts(cls: type) -> tuple:
+        entry = facts.get(id(cls))
+        if entry is None or entry[0] is not cls:
+            is_node = issubclass(cls, node_base)
+            names = (
+                tuple(name for name, a in cls.__datamodel_fields__.items()
+                      if isinstance(a.type, type) and issubclass(a.type, symbol_name))
+                if is_node else ()
+            )  # fmt: skip
+            fields = tuple(cls.__datamodel_fields__.keys()) if is_node else ()
+            node_symbols = cls._NODE_SYMBOLS_ if hasattr(cls, "_NODE_SYMBOLS_") else None
+            entry = facts[id(cls)] = (cls, is_node, names, fields, issubclass(cls, scope), node_symbols, dispatch(cls))
+        return entry
+
+    def collect(node) -> dict:
+        # collector.apply(node): _NODE_SYMBOLS_ of the root's class, then its children
+        state = [{}]
+
+        def visit(n) -> None:  # SymbolsCollector.visit: the class's _NODE_SYMBOLS_, then visit_Node / generic_visit
+            _, is_node, names, fields, opens_scope, node_symbols, iter_values = class_facts(n.__class__)
+            if node_symbols is not None:
+                visit(node_symbols)
+            if not is_node:
+                for child in iter_values(n):
+                    visit(child)
+                return
+            collected = state[0]
+            for name in names:
+                symbol = getattr(n, name)
+                if symbol in collected:
+                    raise exceptions.EveValueError(f"Multiple definitions of symbol '{symbol}'")
+                collected[symbol] = n
+            annex = n.annex
+            if hasattr(annex, "propagated_symbols"):
+                assert not set(collected.keys()) & set(annex.propagated_symbols.keys())
+                state[0] = {**collected, **annex.propagated_symbols}
+            elif not opens_scope:
+                for name in fields:
+                    visit(getattr(n, name))
+
+        root = class_facts(node.__class__)
+        if root[5] is not None:
+            visit(root[5])
+        for child in root[6](node):
+            visit(child)
+        return state[0]
+
+    def apply(cls, node):
+        if cls is not collector:
+            return orig_apply.__func__(cls, node)
+        return collect(node)
+
+    orig_apply = collector.__dict__["apply"]
+
+    # --- 6. NodeTranslator.visit / generic_visit: the node-or-collection tests memoised per class ---
+    node_items = concepts.Node.iter_children_items
+    iter_items_dispatch = trees.iter_children_items.dispatch
+    kinds: dict[int, tuple] = {}
+
+    def kind_of(node) -> tuple:
+        # (class, kind, fields): the branch of NodeTranslator.generic_visit the node takes, from the
+        # same isinstance tests (which depend on the class only); kind 0 only when the class
+        # iterates its children as eve.Node does
+        cls = node.__class__
+        if isinstance(node, node_base):
+            kind = 0 if cls.iter_children_items is node_items else 4
+        elif isinstance(node, (list, set, collections.abc.Set)) or (
+            isinstance(node, collections.abc.Sequence) and not isinstance(node, (str, bytes, enum.Enum))
+        ):
+            kind = 1
+        elif isinstance(node, (dict, collections.abc.Mapping)):
+            kind = 2
+        else:
+            kind = 3
+        entry = kinds[id(cls)] = (cls, kind, tuple(cls.__datamodel_fields__.keys()) if kind == 0 else (),
+                                  dispatch(cls), iter_items_dispatch(cls))  # fmt: skip
+        return entry
+
+    translator = visitors.NodeTranslator
+    orig_generic_visit = translator.__dict__["generic_visit"]
+    nothing = visitors.NOTHING
+
+    def generic_visit(self, node, **kwargs):
+        memo = kwargs.get("__memo__", None)
+        cls = node.__class__
+        entry = kinds.get(id(cls))
+        if entry is None or entry[0] is not cls:
+            entry = kind_of(node)
+        kind = entry[1]
+        if kind == 0:
+            children = {}
+            for name in entry[2]:  # node.iter_children_items(), child by child as it does
+                if (new_child := self.visit(getattr(node, name), **kwargs)) is not nothing:
+                    children[name] = new_child
+            new_node = cls(**children)
+            if self.PRESERVED_ANNEX_ATTRS and getattr(node, "__node_annex__", None):
+                self._preserve_annex(node, new_node)
+            return new_node
+        if kind == 1:
+            return cls(
+                new_child
+                for child in entry[3](node)
+                if (new_child := self.visit(child, **kwargs)) is not nothing
+            )
+        if kind == 2:
+            return cls(
+                {
+                    name: new_child
+                    for name, child in entry[4](node)
+                    if (new_child := self.visit(child, **kwargs)) is not nothing
+                }
+            )
+        if kind == 3:
+            return visitors.copy.deepcopy(node, memo=memo)
+        return orig_generic_visit(self, node, **kwargs)
+
+    def visit(self, node, **kwargs):
+        new_node = super(translator, self).visit(node, **kwargs)
+        if self.PRESERVED_ANNEX_ATTRS and getattr(node, "__node_annex__", None):
+            cls = node.__class__
+            entry = kinds.get(id(cls))
+            if entry is None or entry[0] is not cls:
+                entry = kind_of(node)
+            if entry[1] in (0, 4) and isinstance(new_node, node_base):
+                self._preserve_annex(node, new_node)
+        return new_node
+
+    def visitor_generic_visit(self, node, **kwargs):
+        cls = node.__class__
+        entry = kinds.get(id(cls))
+        if entry is None or entry[0] is not cls:
+            entry = kind_of(node)
+        for child in entry[3](node):  # trees.iter_children_values(node), dispatched as it does
+            self.visit(child, **kwargs)
+        return None
+
+    return [
+        (meta, "__instancecheck__", __instancecheck__),
+        (collector, "apply", classmethod(apply)),
+        (translator, "generic_visit", generic_visit),
+        (translator, "visit", visit),
+        (visitors.NodeVisitor, "generic_visit", visitor_generic_visit),
+    ]
+
+
 @contextlib.contextmanager
 def patched() -> Iterator[None]:
     import attr
@@ -85,13 +257,19 @@ def patched() -> Iterator[None]:
 
             post_inits[cls] = cls.__dict__.get("__attrs_post_init__")
             cls.__attrs_post_init__ = post_init
+        machinery = _machinery_patches()
+        saved_machinery = [(owner, name, owner.__dict__[name]) for owner, name, _ in machinery]
         try:
+            for owner, name, new in machinery:
+                setattr(owner, name, new)
             visitors.copy = types.SimpleNamespace(deepcopy=_leaf_copy_factory())
             inference.ITIRTypeInference.apply = classmethod(apply)
             inference.infer = pass_manager.infer = inference.ITIRTypeInference.apply
             attr.set_run_validators(False)
             yield
         finally:
+            for owner, name, old in saved_machinery:
+                setattr(owner, name, old)
             attr.set_run_validators(saved_validators)
             for cls, old in post_inits.items():
                 if old is None:
