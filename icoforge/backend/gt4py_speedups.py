@@ -2,8 +2,10 @@
 
 Profile of the 21 program variants of the R2B4/10 granule (2-core workstation, 2026-11-30): 453 s
 in `apply_common_transforms`, a quarter of it type inference, most of the rest eve's generic tree
-machinery; no pass can be dropped (the lowering needs each one's result). Three fixes of GT4Py 1.2.1's tree machinery, applied only while icoforge runs GT4Py's passes
-(`patched()` restores everything afterwards, so a gtfn backend in the same process is untouched):
+machinery; no pass can be dropped (the lowering needs each one's result). Fixes of GT4Py 1.2.1's
+tree machinery, applied only while icoforge runs GT4Py's passes (`patched()` restores everything
+afterwards, so a gtfn backend in the same process is untouched). The passes themselves are not
+touched; each fix makes a piece of eve compute what it computed before, with less work:
 
 1. `eve.NodeTranslator.generic_visit` deep-copies every leaf it rebuilds a node from (names,
    literal values, each node's `type` and `location`); immutable leaves are returned as they are.
@@ -13,9 +15,34 @@ machinery; no pass can be dropped (the lowering needs each one's result). Three 
    walks the whole `itir.Program` each time one is built) is skipped; it only raises on invalid
    IR. Symbol tables (`annex.symtable`, which passes read) are still collected.
 
+Fixes 4-6 (session 6; benchmarks/gt4py-passes-profile.md section 5) remove interpretive overhead
+from what remained hot after 1-3: every one replaces a generic eve function by one that takes the
+same branches in the same order and calls the same things (so results, side effects such as the
+annexes a walk creates, and exceptions are the same), but looks up once per class, in a memo
+keyed by the class's identity and built afresh for each `patched()` block, what the original
+re-derives for every node (isinstance tests, singledispatch, the fields that hold symbol names):
+
+4. `isinstance(x, C)` for an eve node class `C` goes through typing_extensions' Python
+   `_ProtocolMeta.__instancecheck__`, which for a concrete (non-protocol) class only calls the
+   Python `abc.ABCMeta.__instancecheck__`, which only calls the C `_abc_instancecheck`; the
+   replacement calls `_abc_instancecheck` directly for such classes and the original otherwise
+   (about 8 M checks per big program). Only for the checked typing_extensions (`_CHECKED_TE`).
+5. Every `Lambda`/`Program` built collects its symbol table (`SymbolTableTrait.SymbolsCollector`,
+   a NodeVisitor: dispatch + generic_visit + singledispatch for every value of the subtree). The
+   replacement is the same walk as plain recursion: same values in the same order, the same
+   `_NODE_SYMBOLS_`, duplicate-symbol error, `propagated_symbols` merge and stop at nested scopes,
+   and it touches `node.annex` exactly where the collector does (it creates the annex).
+6. `NodeTranslator.generic_visit`/`visit` and `NodeVisitor.generic_visit`: the branch a value takes
+   (node, sequence/set, mapping, leaf: the same isinstance tests, which depend on the class only)
+   and `trees.iter_children_values/items`' singledispatch are memoised per class; a node's fields
+   are still read one at a time, each just before its child is visited, as the original's
+   generator reads them; leaves still go through `copy.deepcopy` (fix 1's shim).
+
 Checked for GT4Py 1.2.1 only (`applicable`): identical GTIR (`==` and `str`) and identical icoforge
-kernel IR on all 21 program variants of the R2B4/10 granule, 1.8x faster passes;
-tests/backend/test_gt4py_speedups.py repeats the comparison on one program.
+kernel IR on all 21 program variants of the R2B4/10 granule; 1-3 made the passes 1.8x faster,
+4-6 another ~1.25x on the solver variants (the critical path);
+tests/backend/test_gt4py_speedups.py repeats the comparison on one program and compares the
+symbol tables (fix 5) node by node.
 """
 
 from __future__ import annotations
@@ -23,12 +50,14 @@ from __future__ import annotations
 import contextlib
 import copy as _copy
 import enum
+import functools
 import threading
 import types
 from collections.abc import Iterator
 
 _lock = threading.Lock()
 CHECKED_GT4PY = ("1.2.1",)  # the patches reach into these versions' internals
+_CHECKED_TE = ("4.16.0",)  # typing_extensions whose _ProtocolMeta.__instancecheck__ fix 4 was read against
 
 
 def applicable() -> bool:
@@ -53,6 +82,13 @@ def _leaf_copy_factory():
     return leaf_copy
 
 
+@functools.cache
+def _typing_extensions_version() -> str:
+    from importlib import metadata
+
+    return metadata.version("typing_extensions")
+
+
 def _machinery_patches() -> list[tuple[object, str, object]]:
     """(owner, attribute, replacement) for fixes 4-6 (see the module docstring). Each replacement
     computes what the original computes; per-class facts the original looks up on every call are
@@ -67,7 +103,13 @@ def _machinery_patches() -> list[tuple[object, str, object]]:
     meta = type(concepts.Node)
     orig_instancecheck = meta.__dict__["__instancecheck__"]
     protocol = typing_extensions.Protocol
-    abc_instancecheck = abc._abc_instancecheck  # what abc.ABCMeta.__instancecheck__ returns
+    # what abc.ABCMeta.__instancecheck__ returns (absent where abc falls back to _py_abc)
+    abc_instancecheck = getattr(abc, "_abc_instancecheck", None)
+    patch_instancecheck = (
+        meta is getattr(typing_extensions, "_ProtocolMeta", None)
+        and abc_instancecheck is not None
+        and _typing_extensions_version() in _CHECKED_TE
+    )
 
     def __instancecheck__(cls, instance):
         if cls is protocol or getattr(cls, "_is_protocol", False):
@@ -217,7 +259,7 @@ def _machinery_patches() -> list[tuple[object, str, object]]:
         return None
 
     return [
-        (meta, "__instancecheck__", __instancecheck__),
+        *([(meta, "__instancecheck__", __instancecheck__)] if patch_instancecheck else []),
         (collector, "apply", classmethod(apply)),
         (translator, "generic_visit", generic_visit),
         (translator, "visit", visit),
