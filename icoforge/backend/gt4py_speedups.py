@@ -15,7 +15,7 @@ touched; each fix makes a piece of eve compute what it computed before, with les
    walks the whole `itir.Program` each time one is built) is skipped; it only raises on invalid
    IR. Symbol tables (`annex.symtable`, which passes read) are still collected.
 
-Fixes 4-6 (session 6; benchmarks/gt4py-passes-profile.md section 5) remove interpretive overhead
+Fixes 4-7 (session 6; benchmarks/gt4py-passes-profile.md section 5) remove interpretive overhead
 from what remained hot after 1-3: every one replaces a generic eve function by one that takes the
 same branches in the same order and calls the same things (so results, side effects such as the
 annexes a walk creates, and exceptions are the same), but looks up once per class, in a memo
@@ -37,12 +37,19 @@ re-derives for every node (isinstance tests, singledispatch, the fields that hol
    and `trees.iter_children_values/items`' singledispatch are memoised per class; a node's fields
    are still read one at a time, each just before its child is visited, as the original's
    generator reads them; leaves still go through `copy.deepcopy` (fix 1's shim).
+7. `symbol_ref_utils.CountSymbolRefs` (which `inline_lambda` and `MergeLet` call on every
+   candidate; a third of all visits of the corrector's passes) walks its subtree as a NodeVisitor.
+   Its `visit` becomes the same walk as recursion: the method each value dispatches to is resolved
+   by NodeVisitor.visit's own steps (and cache), `visit_SymRef` counts into the same Counter in
+   the same order, `visit_Lambda` deactivates the params, anything else visits the children; the
+   PreserveLocationVisitor layer it skips does nothing for this visitor (every visit returns
+   None). Subclasses and other keyword arguments take the original path.
 
 Checked for GT4Py 1.2.1 only (`applicable`): identical GTIR (`==` and `str`) and identical icoforge
 kernel IR on all 21 program variants of the R2B4/10 granule; 1-3 made the passes 1.8x faster,
-4-6 another ~1.25x on the solver variants (the critical path);
+4-7 another ~1.3x on the solver variants (the critical path);
 tests/backend/test_gt4py_speedups.py repeats the comparison on one program and compares the
-symbol tables (fix 5) node by node.
+symbol tables (fix 5) and symbol-reference counts (fix 7) node by node.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ import types
 from collections.abc import Iterator
 
 _lock = threading.Lock()
+_ABSENT = object()  # a patched attribute the owner did not define itself (inherited): deleted afterwards
 CHECKED_GT4PY = ("1.2.1",)  # the patches reach into these versions' internals
 _CHECKED_TE = ("4.16.0",)  # typing_extensions whose _ProtocolMeta.__instancecheck__ fix 4 was read against
 
@@ -90,7 +98,7 @@ def _typing_extensions_version() -> str:
 
 
 def _machinery_patches() -> list[tuple[object, str, object]]:
-    """(owner, attribute, replacement) for fixes 4-6 (see the module docstring). Each replacement
+    """(owner, attribute, replacement) for fixes 4-7 (see the module docstring). Each replacement
     computes what the original computes; per-class facts the original looks up on every call are
     memoised (keyed by class identity) in memos built afresh for every `patched()` block."""
     import abc
@@ -98,6 +106,7 @@ def _machinery_patches() -> list[tuple[object, str, object]]:
 
     import typing_extensions
     from gt4py.eve import concepts, exceptions, traits, trees, visitors
+    from gt4py.next.iterator.transforms import symbol_ref_utils
 
     # --- 4. isinstance against eve's node classes (metaclass typing_extensions._ProtocolMeta) ---
     meta = type(concepts.Node)
@@ -258,7 +267,71 @@ def _machinery_patches() -> list[tuple[object, str, object]]:
             self.visit(child, **kwargs)
         return None
 
+    # --- 7. CountSymbolRefs (symbol_ref_utils; a third of all visits): the same walk as recursion ---
+    count_refs = symbol_ref_utils.CountSymbolRefs
+    orig_count_visit = count_refs.visit  # inherited (PreserveLocationVisitor.visit): the fallback
+    method_names: dict[int, tuple[type, str]] = {}
+
+    def method_name(self, node) -> str:
+        # the visitor method NodeVisitor.visit dispatches `node` to (the same steps, the same cache)
+        node_class = node.__class__
+        if (cache := self.__class__._node_visitor_cache_) is None or (
+            visitor_name := cache.get(node_class, None)
+        ) is None:
+            node_class_name = getattr(node_class, "__datamodel_generic_name__", node_class.__name__)
+            visitor_name = "visit_" + node_class_name
+            if not hasattr(self, visitor_name):
+                visitor_name = "generic_visit"
+                if isinstance(node, concepts.Node):
+                    for base_class in node_class.__mro__[1:-1]:
+                        if "__datamodel_generic_name__" in base_class.__dict__:
+                            node_class_name = base_class.__datamodel_generic_name__
+                        else:
+                            node_class_name = base_class.__name__
+                        base_visitor_name = "visit_" + node_class_name
+                        if hasattr(self, base_visitor_name):
+                            visitor_name = base_visitor_name
+                            break
+                        if base_class is concepts.Node:
+                            break
+            if cache is not None:
+                cache[node_class] = visitor_name
+        return visitor_name
+
+    def count_visit(self, node, **kwargs):
+        # CountSymbolRefs.apply's `obj.visit(node, inactive_refs=...)`: PreserveLocationVisitor.visit
+        # (a no-op here: every visit of this visitor returns None), then visit_SymRef (count),
+        # visit_Lambda (params become inactive, then generic_visit) or generic_visit (children)
+        if type(self) is not count_refs or kwargs.keys() != {"inactive_refs"}:
+            return orig_count_visit(self, node, **kwargs)
+        counts = self.ref_counts
+
+        def walk(n, inactive_refs) -> None:
+            cls = n.__class__
+            entry = method_names.get(id(cls))
+            if entry is None or entry[0] is not cls:
+                entry = method_names[id(cls)] = (cls, method_name(self, n))
+            name = entry[1]
+            if name == "visit_SymRef":
+                if n.id not in inactive_refs:
+                    counts[n] += 1
+                return
+            if name == "visit_Lambda":
+                inactive_refs = inactive_refs | {param.id for param in n.params}
+            elif name != "generic_visit":
+                getattr(self, name)(n, inactive_refs=inactive_refs)
+                return
+            entry = kinds.get(id(cls))
+            if entry is None or entry[0] is not cls:
+                entry = kind_of(n)
+            for child in entry[3](n):  # generic_visit: trees.iter_children_values(n)
+                walk(child, inactive_refs)
+
+        walk(node, kwargs["inactive_refs"])
+        return None
+
     return [
+        (count_refs, "visit", count_visit),
         *([(meta, "__instancecheck__", __instancecheck__)] if patch_instancecheck else []),
         (collector, "apply", classmethod(apply)),
         (translator, "generic_visit", generic_visit),
@@ -300,7 +373,7 @@ def patched() -> Iterator[None]:
             post_inits[cls] = cls.__dict__.get("__attrs_post_init__")
             cls.__attrs_post_init__ = post_init
         machinery = _machinery_patches()
-        saved_machinery = [(owner, name, owner.__dict__[name]) for owner, name, _ in machinery]
+        saved_machinery = [(owner, name, owner.__dict__.get(name, _ABSENT)) for owner, name, _ in machinery]
         try:
             for owner, name, new in machinery:
                 setattr(owner, name, new)
@@ -311,7 +384,10 @@ def patched() -> Iterator[None]:
             yield
         finally:
             for owner, name, old in saved_machinery:
-                setattr(owner, name, old)
+                if old is _ABSENT:
+                    delattr(owner, name)
+                else:
+                    setattr(owner, name, old)
             attr.set_run_validators(saved_validators)
             for cls, old in post_inits.items():
                 if old is None:
