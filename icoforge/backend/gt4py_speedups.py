@@ -2,8 +2,10 @@
 
 Profile of the 21 program variants of the R2B4/10 granule (2-core workstation, 2026-11-30): 453 s
 in `apply_common_transforms`, a quarter of it type inference, most of the rest eve's generic tree
-machinery; no pass can be dropped (the lowering needs each one's result). Three fixes of GT4Py 1.2.1's tree machinery, applied only while icoforge runs GT4Py's passes
-(`patched()` restores everything afterwards, so a gtfn backend in the same process is untouched):
+machinery; no pass can be dropped (the lowering needs each one's result). Fixes of GT4Py 1.2.1's
+tree machinery, applied only while icoforge runs GT4Py's passes (`patched()` restores everything
+afterwards, so a gtfn backend in the same process is untouched). The passes themselves are not
+touched; each fix makes a piece of eve compute what it computed before, with less work:
 
 1. `eve.NodeTranslator.generic_visit` deep-copies every leaf it rebuilds a node from (names,
    literal values, each node's `type` and `location`); immutable leaves are returned as they are.
@@ -13,9 +15,41 @@ machinery; no pass can be dropped (the lowering needs each one's result). Three 
    walks the whole `itir.Program` each time one is built) is skipped; it only raises on invalid
    IR. Symbol tables (`annex.symtable`, which passes read) are still collected.
 
+Fixes 4-7 (session 6; benchmarks/gt4py-passes-profile.md section 5) remove interpretive overhead
+from what remained hot after 1-3: every one replaces a generic eve function by one that takes the
+same branches in the same order and calls the same things (so results, side effects such as the
+annexes a walk creates, and exceptions are the same), but looks up once per class, in a memo
+keyed by the class's identity and built afresh for each `patched()` block, what the original
+re-derives for every node (isinstance tests, singledispatch, the fields that hold symbol names):
+
+4. `isinstance(x, C)` for an eve node class `C` goes through typing_extensions' Python
+   `_ProtocolMeta.__instancecheck__`, which for a concrete (non-protocol) class only calls the
+   Python `abc.ABCMeta.__instancecheck__`, which only calls the C `_abc_instancecheck`; the
+   replacement calls `_abc_instancecheck` directly for such classes and the original otherwise
+   (about 8 M checks per big program). Only for the checked typing_extensions (`_CHECKED_TE`).
+5. Every `Lambda`/`Program` built collects its symbol table (`SymbolTableTrait.SymbolsCollector`,
+   a NodeVisitor: dispatch + generic_visit + singledispatch for every value of the subtree). The
+   replacement is the same walk as plain recursion: same values in the same order, the same
+   `_NODE_SYMBOLS_`, duplicate-symbol error, `propagated_symbols` merge and stop at nested scopes,
+   and it touches `node.annex` exactly where the collector does (it creates the annex).
+6. `NodeTranslator.generic_visit`/`visit` and `NodeVisitor.generic_visit`: the branch a value takes
+   (node, sequence/set, mapping, leaf: the same isinstance tests, which depend on the class only)
+   and `trees.iter_children_values/items`' singledispatch are memoised per class; a node's fields
+   are still read one at a time, each just before its child is visited, as the original's
+   generator reads them; leaves still go through `copy.deepcopy` (fix 1's shim).
+7. `symbol_ref_utils.CountSymbolRefs` (which `inline_lambda` and `MergeLet` call on every
+   candidate; a third of all visits of the corrector's passes) walks its subtree as a NodeVisitor.
+   Its `visit` becomes the same walk as recursion: the method each value dispatches to is resolved
+   by NodeVisitor.visit's own steps (and cache), `visit_SymRef` counts into the same Counter in
+   the same order, `visit_Lambda` deactivates the params, anything else visits the children; the
+   PreserveLocationVisitor layer it skips does nothing for this visitor (every visit returns
+   None). Subclasses and other keyword arguments take the original path.
+
 Checked for GT4Py 1.2.1 only (`applicable`): identical GTIR (`==` and `str`) and identical icoforge
-kernel IR on all 21 program variants of the R2B4/10 granule, 1.8x faster passes;
-tests/backend/test_gt4py_speedups.py repeats the comparison on one program.
+kernel IR on all 21 program variants of the R2B4/10 granule; 1-3 made the passes 1.8x faster,
+4-7 another ~1.3x on the solver variants (the critical path);
+tests/backend/test_gt4py_speedups.py repeats the comparison on one program and compares the
+symbol tables (fix 5) and symbol-reference counts (fix 7) node by node.
 """
 
 from __future__ import annotations
@@ -23,12 +57,15 @@ from __future__ import annotations
 import contextlib
 import copy as _copy
 import enum
+import functools
 import threading
 import types
 from collections.abc import Iterator
 
 _lock = threading.Lock()
+_ABSENT = object()  # a patched attribute the owner did not define itself (inherited): deleted afterwards
 CHECKED_GT4PY = ("1.2.1",)  # the patches reach into these versions' internals
+_CHECKED_TE = ("4.16.0",)  # typing_extensions whose _ProtocolMeta.__instancecheck__ fix 4 was read against
 
 
 def applicable() -> bool:
@@ -51,6 +88,256 @@ def _leaf_copy_factory():
         return x if isinstance(x, immutable) else _copy.deepcopy(x, memo=memo)
 
     return leaf_copy
+
+
+@functools.cache
+def _typing_extensions_version() -> str:
+    from importlib import metadata
+
+    return metadata.version("typing_extensions")
+
+
+def _machinery_patches() -> list[tuple[object, str, object]]:
+    """(owner, attribute, replacement) for fixes 4-7 (see the module docstring). Each replacement
+    computes what the original computes; per-class facts the original looks up on every call are
+    memoised (keyed by class identity) in memos built afresh for every `patched()` block."""
+    import abc
+    import collections.abc
+
+    import typing_extensions
+    from gt4py.eve import concepts, exceptions, traits, trees, visitors
+    from gt4py.next.iterator.transforms import symbol_ref_utils
+
+    # --- 4. isinstance against eve's node classes (metaclass typing_extensions._ProtocolMeta) ---
+    meta = type(concepts.Node)
+    orig_instancecheck = meta.__dict__["__instancecheck__"]
+    protocol = typing_extensions.Protocol
+    # what abc.ABCMeta.__instancecheck__ returns (absent where abc falls back to _py_abc)
+    abc_instancecheck = getattr(abc, "_abc_instancecheck", None)
+    patch_instancecheck = (
+        meta is getattr(typing_extensions, "_ProtocolMeta", None)
+        and abc_instancecheck is not None
+        and _typing_extensions_version() in _CHECKED_TE
+    )
+
+    def __instancecheck__(cls, instance):
+        if cls is protocol or getattr(cls, "_is_protocol", False):
+            return orig_instancecheck(cls, instance)
+        return abc_instancecheck(cls, instance)  # the original's branch for a concrete class
+
+    # --- 5. symbol tables: SymbolTableTrait.SymbolsCollector.apply without a visitor ---
+    collector = traits.SymbolTableTrait.SymbolsCollector
+    symbol_name, node_base, scope = concepts.SymbolName, concepts.Node, traits.SymbolTableTrait
+    dispatch = trees.iter_children_values.dispatch
+    facts: dict[int, tuple] = {}
+
+    def class_facts(cls: type) -> tuple:
+        entry = facts.get(id(cls))
+        if entry is None or entry[0] is not cls:
+            is_node = issubclass(cls, node_base)
+            names = (
+                tuple(name for name, a in cls.__datamodel_fields__.items()
+                      if isinstance(a.type, type) and issubclass(a.type, symbol_name))
+                if is_node else ()
+            )  # fmt: skip
+            fields = tuple(cls.__datamodel_fields__.keys()) if is_node else ()
+            node_symbols = cls._NODE_SYMBOLS_ if hasattr(cls, "_NODE_SYMBOLS_") else None
+            entry = facts[id(cls)] = (cls, is_node, names, fields, issubclass(cls, scope), node_symbols, dispatch(cls))
+        return entry
+
+    def collect(node) -> dict:
+        # collector.apply(node): _NODE_SYMBOLS_ of the root's class, then its children
+        state = [{}]
+
+        def visit(n) -> None:  # SymbolsCollector.visit: the class's _NODE_SYMBOLS_, then visit_Node / generic_visit
+            _, is_node, names, fields, opens_scope, node_symbols, iter_values = class_facts(n.__class__)
+            if node_symbols is not None:
+                visit(node_symbols)
+            if not is_node:
+                for child in iter_values(n):
+                    visit(child)
+                return
+            collected = state[0]
+            for name in names:
+                symbol = getattr(n, name)
+                if symbol in collected:
+                    raise exceptions.EveValueError(f"Multiple definitions of symbol '{symbol}'")
+                collected[symbol] = n
+            annex = n.annex
+            if hasattr(annex, "propagated_symbols"):
+                assert not set(collected.keys()) & set(annex.propagated_symbols.keys())
+                state[0] = {**collected, **annex.propagated_symbols}
+            elif not opens_scope:
+                for name in fields:
+                    visit(getattr(n, name))
+
+        root = class_facts(node.__class__)
+        if root[5] is not None:
+            visit(root[5])
+        for child in root[6](node):
+            visit(child)
+        return state[0]
+
+    def apply(cls, node):
+        if cls is not collector:
+            return orig_apply.__func__(cls, node)
+        return collect(node)
+
+    orig_apply = collector.__dict__["apply"]
+
+    # --- 6. NodeTranslator.visit / generic_visit: the node-or-collection tests memoised per class ---
+    node_items = concepts.Node.iter_children_items
+    iter_items_dispatch = trees.iter_children_items.dispatch
+    kinds: dict[int, tuple] = {}
+
+    def kind_of(node) -> tuple:
+        # (class, kind, fields): the branch of NodeTranslator.generic_visit the node takes, from the
+        # same isinstance tests (which depend on the class only); kind 0 only when the class
+        # iterates its children as eve.Node does
+        cls = node.__class__
+        if isinstance(node, node_base):
+            kind = 0 if cls.iter_children_items is node_items else 4
+        elif isinstance(node, (list, set, collections.abc.Set)) or (
+            isinstance(node, collections.abc.Sequence) and not isinstance(node, (str, bytes, enum.Enum))
+        ):
+            kind = 1
+        elif isinstance(node, (dict, collections.abc.Mapping)):
+            kind = 2
+        else:
+            kind = 3
+        entry = kinds[id(cls)] = (cls, kind, tuple(cls.__datamodel_fields__.keys()) if kind == 0 else (),
+                                  dispatch(cls), iter_items_dispatch(cls))  # fmt: skip
+        return entry
+
+    translator = visitors.NodeTranslator
+    orig_generic_visit = translator.__dict__["generic_visit"]
+    nothing = visitors.NOTHING
+
+    def generic_visit(self, node, **kwargs):
+        memo = kwargs.get("__memo__", None)
+        cls = node.__class__
+        entry = kinds.get(id(cls))
+        if entry is None or entry[0] is not cls:
+            entry = kind_of(node)
+        kind = entry[1]
+        if kind == 0:
+            children = {}
+            for name in entry[2]:  # node.iter_children_items(), child by child as it does
+                if (new_child := self.visit(getattr(node, name), **kwargs)) is not nothing:
+                    children[name] = new_child
+            new_node = cls(**children)
+            if self.PRESERVED_ANNEX_ATTRS and getattr(node, "__node_annex__", None):
+                self._preserve_annex(node, new_node)
+            return new_node
+        if kind == 1:
+            return cls(
+                new_child
+                for child in entry[3](node)
+                if (new_child := self.visit(child, **kwargs)) is not nothing
+            )
+        if kind == 2:
+            return cls(
+                {
+                    name: new_child
+                    for name, child in entry[4](node)
+                    if (new_child := self.visit(child, **kwargs)) is not nothing
+                }
+            )
+        if kind == 3:
+            return visitors.copy.deepcopy(node, memo=memo)
+        return orig_generic_visit(self, node, **kwargs)
+
+    def visit(self, node, **kwargs):
+        new_node = super(translator, self).visit(node, **kwargs)
+        if self.PRESERVED_ANNEX_ATTRS and getattr(node, "__node_annex__", None):
+            cls = node.__class__
+            entry = kinds.get(id(cls))
+            if entry is None or entry[0] is not cls:
+                entry = kind_of(node)
+            if entry[1] in (0, 4) and isinstance(new_node, node_base):
+                self._preserve_annex(node, new_node)
+        return new_node
+
+    def visitor_generic_visit(self, node, **kwargs):
+        cls = node.__class__
+        entry = kinds.get(id(cls))
+        if entry is None or entry[0] is not cls:
+            entry = kind_of(node)
+        for child in entry[3](node):  # trees.iter_children_values(node), dispatched as it does
+            self.visit(child, **kwargs)
+        return None
+
+    # --- 7. CountSymbolRefs (symbol_ref_utils; a third of all visits): the same walk as recursion ---
+    count_refs = symbol_ref_utils.CountSymbolRefs
+    orig_count_visit = count_refs.visit  # inherited (PreserveLocationVisitor.visit): the fallback
+    method_names: dict[int, tuple[type, str]] = {}
+
+    def method_name(self, node) -> str:
+        # the visitor method NodeVisitor.visit dispatches `node` to (the same steps, the same cache)
+        node_class = node.__class__
+        if (cache := self.__class__._node_visitor_cache_) is None or (
+            visitor_name := cache.get(node_class, None)
+        ) is None:
+            node_class_name = getattr(node_class, "__datamodel_generic_name__", node_class.__name__)
+            visitor_name = "visit_" + node_class_name
+            if not hasattr(self, visitor_name):
+                visitor_name = "generic_visit"
+                if isinstance(node, concepts.Node):
+                    for base_class in node_class.__mro__[1:-1]:
+                        if "__datamodel_generic_name__" in base_class.__dict__:
+                            node_class_name = base_class.__datamodel_generic_name__
+                        else:
+                            node_class_name = base_class.__name__
+                        base_visitor_name = "visit_" + node_class_name
+                        if hasattr(self, base_visitor_name):
+                            visitor_name = base_visitor_name
+                            break
+                        if base_class is concepts.Node:
+                            break
+            if cache is not None:
+                cache[node_class] = visitor_name
+        return visitor_name
+
+    def count_visit(self, node, **kwargs):
+        # CountSymbolRefs.apply's `obj.visit(node, inactive_refs=...)`: PreserveLocationVisitor.visit
+        # (a no-op here: every visit of this visitor returns None), then visit_SymRef (count),
+        # visit_Lambda (params become inactive, then generic_visit) or generic_visit (children)
+        if type(self) is not count_refs or kwargs.keys() != {"inactive_refs"}:
+            return orig_count_visit(self, node, **kwargs)
+        counts = self.ref_counts
+
+        def walk(n, inactive_refs) -> None:
+            cls = n.__class__
+            entry = method_names.get(id(cls))
+            if entry is None or entry[0] is not cls:
+                entry = method_names[id(cls)] = (cls, method_name(self, n))
+            name = entry[1]
+            if name == "visit_SymRef":
+                if n.id not in inactive_refs:
+                    counts[n] += 1
+                return
+            if name == "visit_Lambda":
+                inactive_refs = inactive_refs | {param.id for param in n.params}
+            elif name != "generic_visit":
+                getattr(self, name)(n, inactive_refs=inactive_refs)
+                return
+            entry = kinds.get(id(cls))
+            if entry is None or entry[0] is not cls:
+                entry = kind_of(n)
+            for child in entry[3](n):  # generic_visit: trees.iter_children_values(n)
+                walk(child, inactive_refs)
+
+        walk(node, kwargs["inactive_refs"])
+        return None
+
+    return [
+        (count_refs, "visit", count_visit),
+        *([(meta, "__instancecheck__", __instancecheck__)] if patch_instancecheck else []),
+        (collector, "apply", classmethod(apply)),
+        (translator, "generic_visit", generic_visit),
+        (translator, "visit", visit),
+        (visitors.NodeVisitor, "generic_visit", visitor_generic_visit),
+    ]
 
 
 @contextlib.contextmanager
@@ -85,13 +372,22 @@ def patched() -> Iterator[None]:
 
             post_inits[cls] = cls.__dict__.get("__attrs_post_init__")
             cls.__attrs_post_init__ = post_init
+        machinery = _machinery_patches()
+        saved_machinery = [(owner, name, owner.__dict__.get(name, _ABSENT)) for owner, name, _ in machinery]
         try:
+            for owner, name, new in machinery:
+                setattr(owner, name, new)
             visitors.copy = types.SimpleNamespace(deepcopy=_leaf_copy_factory())
             inference.ITIRTypeInference.apply = classmethod(apply)
             inference.infer = pass_manager.infer = inference.ITIRTypeInference.apply
             attr.set_run_validators(False)
             yield
         finally:
+            for owner, name, old in saved_machinery:
+                if old is _ABSENT:
+                    delattr(owner, name)
+                else:
+                    setattr(owner, name, old)
             attr.set_run_validators(saved_validators)
             for cls, old in post_inits.items():
                 if old is None:

@@ -34,3 +34,44 @@ def test_patches_stay_off_when_gt4py_compiles_in_threads(monkeypatch):
 
     monkeypatch.setattr(config, "BUILD_JOBS_MODE", config.BuildJobsMode.THREAD)
     assert not gt4py_speedups.applicable()
+
+
+@pytest.mark.skipif(not gt4py_speedups.applicable(), reason="patches checked for another GT4Py version")
+def test_patched_symbol_tables_and_restore(tiny_grid):
+    """Fix 5 (symbol tables without a visitor) gives eve's symbol table for every scope of a
+    program: the same names in the same order, bound to the same nodes; fix 7 gives
+    CountSymbolRefs' counts (same keys, same order, same SymRef nodes); and `patched()` puts back
+    every function it replaced."""
+    from gt4py.eve import concepts, visitors
+    from gt4py.eve.traits import SymbolTableTrait
+    from gt4py.next.iterator import ir as itir
+    from gt4py.next.iterator.transforms.symbol_ref_utils import CountSymbolRefs
+
+    inp = compilable_program(get_program("compute_advection_in_horizontal_momentum").program, tiny_grid.connectivities)
+    scopes = inp.data.pre_walk_values().if_isinstance(SymbolTableTrait).to_list()
+    assert len(scopes) > 10
+    collector = SymbolTableTrait.SymbolsCollector
+    plain = [collector.apply(node) for node in scopes]
+    exprs = inp.data.pre_walk_values().if_isinstance(itir.Lambda, itir.FunCall).to_list()
+    options = ({}, {"as_ref": True}, {"ignore_builtins": False})
+
+    def ref_counts():
+        return [list(CountSymbolRefs.apply(e, **kw).items()) for e in exprs for kw in options]
+
+    plain_counts = ref_counts()
+    replaced = [
+        (type(concepts.Node), "__instancecheck__"), (collector, "apply"), (visitors.NodeTranslator, "generic_visit"),
+        (visitors.NodeTranslator, "visit"), (visitors.NodeVisitor, "generic_visit"), (CountSymbolRefs, "visit"),
+    ]  # fmt: skip
+    before = [owner.__dict__.get(name) for owner, name in replaced]
+    with gt4py_speedups.patched():
+        assert collector.__dict__["apply"] is not before[1]
+        fast = [collector.apply(node) for node in scopes]
+        fast_counts = ref_counts()
+    assert [owner.__dict__.get(name) for owner, name in replaced] == before
+    for p, f in zip(plain, fast):
+        assert list(p) == list(f)
+        assert all(p[k] is f[k] for k in p)
+    assert plain_counts == fast_counts
+    for p, f in zip(plain_counts, fast_counts):
+        assert all(kp is kf or isinstance(kp, str) for (kp, _), (kf, _) in zip(p, f))
