@@ -15,7 +15,7 @@ touched; each fix makes a piece of eve compute what it computed before, with les
    walks the whole `itir.Program` each time one is built) is skipped; it only raises on invalid
    IR. Symbol tables (`annex.symtable`, which passes read) are still collected.
 
-Fixes 4-7 (session 6; benchmarks/gt4py-passes-profile.md section 5) remove interpretive overhead
+Fixes 4-7 (session 8; benchmarks/gt4py-passes-profile.md section 5) remove interpretive overhead
 from what remained hot after 1-3: every one replaces a generic eve function by one that takes the
 same branches in the same order and calls the same things (so results, side effects such as the
 annexes a walk creates, and exceptions are the same), but looks up once per class, in a memo
