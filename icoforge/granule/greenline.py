@@ -141,19 +141,17 @@ def cold_icoforge_cache(enabled: bool) -> Iterator[None]:
     import gt4py.next as gtx
 
     gtx.wait_for_compilation()
+    old = os.environ.get("ICOFORGE_CACHE")
     tmp = tempfile.mkdtemp(prefix="icoforge-cold-")
-    cold = {"ICOFORGE_CACHE": tmp}
-    old = {k: os.environ.get(k) for k in cold}
-    os.environ.update(cold)
+    os.environ["ICOFORGE_CACHE"] = tmp
     try:
         yield
     finally:
         gtx.wait_for_compilation()
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        if old is None:
+            os.environ.pop("ICOFORGE_CACHE", None)
+        else:
+            os.environ["ICOFORGE_CACHE"] = old
         shutil.rmtree(tmp, ignore_errors=True)
 
 
