@@ -11,6 +11,8 @@ import time
 
 from rich.console import Console
 
+from icoforge.cli import pymode
+
 
 def _console() -> Console:
     # Piped output would be cut at rich's default 80 columns; these tables are wider.
@@ -56,6 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f"(default {DEFAULT_FACTORY_BACKEND}: ours, GT4Py's Python roundtrip for the programs we do not lower)",
     )  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="seed of the initial state (default 0)")
+    pymode.add_argument(p)
     p.add_argument("--cold", action="store_true", help="compile into an empty temporary icoforge cache (cold compile)")
     p.add_argument(
         "--only-used-variants", action="store_true",
@@ -81,6 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument("--json", metavar="PATH", help="also write the full report as JSON ('-' for stdout, no tables)")
     p.add_argument("--markdown", metavar="PATH", help="also write the report as Markdown (for benchmarks/)")
+    _latest_arguments(p)
     p.set_defaults(func=cmd_greenline)
 
     m = subparsers.add_parser(
@@ -103,7 +107,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     m.add_argument("--json", metavar="PATH", help="also write the merged report as JSON ('-' for stdout, no tables)")
     m.add_argument("--markdown", metavar="PATH", help="also write the merged report as Markdown (for benchmarks/)")
+    _latest_arguments(m)
     m.set_defaults(func=cmd_greenline_merge)
+
+
+def _latest_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--latest", metavar="PATH",
+        help="also write the headline record (benchmarks/granule-latest.json: step ms and cold compile per "
+        "backend, floors, commit, machine)",
+    )  # fmt: skip
+    p.add_argument("--floors", metavar="ROOFLINE.json", help="with --latest: floors_ms from `roofline greenline --json`")
+    p.add_argument("--commit", help="with --latest: the commit measured (default: git rev-parse HEAD, if any)")
 
 
 def cmd_greenline(args: argparse.Namespace) -> int:
@@ -111,6 +126,7 @@ def cmd_greenline(args: argparse.Namespace) -> int:
 
     from icoforge.granule.greenline import GreenlineOptions, run_greenline
 
+    pymode.ensure(args.python_mode, args.cli_argv)  # before anything is imported or compiled
     if args.schedule:
         from icoforge.backend.schedule import use_schedule
 
@@ -178,6 +194,11 @@ def _output(data: dict, args: argparse.Namespace, console: Console) -> None:
     if args.markdown:
         pathlib.Path(args.markdown).write_text(markdown_report(data))
         console.print(f"Markdown report written to {args.markdown}")
+    if args.latest:
+        from icoforge.granule.latest import git_commit, write_latest
+
+        write_latest(args.latest, data, args.commit or git_commit(), args.floors)
+        console.print(f"headline record written to {args.latest}")
 
 
 def cmd_greenline_merge(args: argparse.Namespace) -> int:

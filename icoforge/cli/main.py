@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # the words this process was started with, for commands that re-run themselves (pymode.py);
+    # None when called from Python (tests), which must never be replaced by another process
+    args.cli_argv = sys.argv[1:] if argv is None else None
     try:
         return int(args.func(args) or 0)
     except IcoforgeError as e:

@@ -103,6 +103,9 @@ def environment() -> dict[str, Any]:
         "host": platform.node(),
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
+        # GT4Py checks every program call's arguments unless Python runs optimized (-O): on small
+        # grids that host work is most of a substep, so a figure means little without this flag
+        "python_optimized": bool(sys.flags.optimize),
         "versions": versions,
     }
     if gpu := _gpu_name():
@@ -287,6 +290,7 @@ def measure(
     for g in granules:
         with measuring(lock, g, "warm-up, timed steps" + (", profile" if opts.profile_steps else "")):
             g.time_variants(opts.steps, opts.warmup, progress)
+            g.measure_busy(opts.steps, progress)  # GPU backends: the idle fraction per substep
             if opts.profile_steps:
                 g.profile(opts.profile_steps, progress)
     return comparisons

@@ -8,6 +8,18 @@ step-time measurement runs without wrappers, the per-program table with them (on
 synchronisation per call costs a little; the table reports the instrumented step total it is a
 share of).
 
+Each call gets three times, so that host overhead and device time are never confused:
+- wall: from a synchronised device to the synchronised end of the call (host + device, serialised);
+- host: until the call returns (Python, GT4Py's argument handling, launches; a backend that waits
+  for the device inside its call includes that wait);
+- device: CUDA/HIP events on the current stream before and after the call (GPU backends only).
+  All three GPU backends launch on the default stream (icoforge: CuPy's current stream; gtfn:
+  stream 0; dace: `max_concurrent_streams = -1`), so the events bracket the call's kernels.
+
+`DeviceBusy` records only the events (no synchronisation inside a substep): the sum of the calls'
+event intervals is the device's busy time in a substep, which against the substep's wall time
+gives the GPU's idle fraction (host-bound small grids).
+
 GT4Py's own metrics collection (`gt4py.next.instrumentation.metrics`, GT4PY_COLLECT_METRICS_LEVEL)
 records a "compute" time only for backends that measure it themselves; the wrapper gives one
 definition for every backend, ours included.
@@ -110,7 +122,13 @@ def program_kernels(bound: BoundProgram) -> int | None:
 class ProgramTimes:
     name: str
     attr: str
-    seconds: list[float] = dataclasses.field(default_factory=list)
+    seconds: list[float] = dataclasses.field(default_factory=list)  # wall, between device syncs
+    host_seconds: list[float] = dataclasses.field(default_factory=list)  # until the call returned
+    device_events: list[tuple[Any, Any]] = dataclasses.field(default_factory=list)  # (start, end)
+
+    @property
+    def host_median(self) -> float:
+        return statistics.median(self.host_seconds) if self.host_seconds else 0.0
 
     @property
     def calls(self) -> int:
@@ -125,12 +143,53 @@ class ProgramTimes:
         return statistics.median(self.seconds) if self.seconds else 0.0
 
 
-class Profiler:
+class _Wrapping:
+    """Base of the context managers that swap every bound program for a wrapper (`_wrap`) while
+    active and put the originals back afterwards."""
+
+    programs: list[BoundProgram]
+
+    def _wrap(self, b: BoundProgram) -> Callable[..., Any]:
+        raise NotImplementedError
+
+    def __enter__(self):  # noqa: ANN204 (returns the subclass)
+        for b in self.programs:
+            setattr(b.owner, b.attr, self._wrap(b))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for b in self.programs:
+            setattr(b.owner, b.attr, b.partial)
+
+
+@dataclasses.dataclass(frozen=True)
+class EventClock:
+    """Device time from pairs of events: `make()` gives a (start, end) pair to record around work,
+    `seconds(start, end)` reads the interval once the device was synchronised."""
+
+    make: Callable[[], tuple[Any, Any]]
+    seconds: Callable[[Any, Any], float]
+
+
+def gpu_event_clock(gpu: bool) -> EventClock | None:
+    """CuPy events on the current stream for GPU backends; None on the CPU."""
+    if not gpu:
+        return None
+    import cupy as cp
+
+    return EventClock(
+        make=lambda: (cp.cuda.Event(), cp.cuda.Event()),
+        seconds=lambda start, end: cp.cuda.get_elapsed_time(start, end) * 1e-3,
+    )
+
+
+class Profiler(_Wrapping):
     """Context manager: while active, every bound program call is timed (with device syncs)."""
 
-    def __init__(self, solver: Any, sync: Callable[[], None]):
+    def __init__(self, solver: Any, sync: Callable[[], None], clock: EventClock | None = None):
         self.programs = find_programs(solver)
         self.sync = sync
+        self.clock = clock  # GPU backends: device time per call from events
         self.times: dict[str, ProgramTimes] = {}
         self._names = self._display_names()
 
@@ -148,28 +207,67 @@ class Profiler:
         name = self._names[(id(b.owner), b.attr)]
         record = self.times.setdefault(name, ProgramTimes(name, b.attr))
         inner, sync, clock = b.partial, self.sync, time.perf_counter
+        events = self.clock.make if self.clock is not None else None
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             sync()
+            pair = events() if events is not None else None
             t0 = clock()
+            if pair is not None:
+                pair[0].record()
             result = inner(*args, **kwargs)
+            if pair is not None:
+                pair[1].record()
+            t_host = clock()
             sync()
-            record.seconds.append(clock() - t0)
+            t1 = clock()
+            record.seconds.append(t1 - t0)
+            record.host_seconds.append(t_host - t0)
+            if pair is not None:
+                record.device_events.append(pair)
             return result
 
         return timed
 
-    def __enter__(self) -> Profiler:
-        for b in self.programs:
-            setattr(b.owner, b.attr, self._wrap(b))
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for b in self.programs:
-            setattr(b.owner, b.attr, b.partial)
+    def device_seconds(self, times: ProgramTimes) -> list[float]:
+        """A program's event intervals (read after the device was synchronised)."""
+        if self.clock is None:
+            return []
+        return [self.clock.seconds(start, end) for start, end in times.device_events]
 
     def kernels(self) -> dict[str, int | None]:
         return {self._names[(id(b.owner), b.attr)]: program_kernels(b) for b in self.programs}
 
     def compile_seconds(self) -> dict[str, float | None]:
         return {self._names[(id(b.owner), b.attr)]: program_compile_seconds(b) for b in self.programs}
+
+
+class DeviceBusy(_Wrapping):
+    """Context manager: while active, events bracket every bound program call, nothing is
+    synchronised. `busy_seconds()` after a device synchronisation: the sum of the intervals since
+    the last `reset()` (programs run one after the other on the default stream, so the intervals
+    do not overlap)."""
+
+    def __init__(self, solver: Any, clock: EventClock):
+        self.programs = find_programs(solver)
+        self.clock = clock
+        self.pairs: list[tuple[Any, Any]] = []
+
+    def _wrap(self, b: BoundProgram) -> Callable[..., Any]:
+        inner, make, pairs = b.partial, self.clock.make, self.pairs
+
+        def bracketed(*args: Any, **kwargs: Any) -> Any:
+            start, end = make()
+            start.record()
+            result = inner(*args, **kwargs)
+            end.record()
+            pairs.append((start, end))
+            return result
+
+        return bracketed
+
+    def reset(self) -> None:
+        self.pairs.clear()
+
+    def busy_seconds(self) -> float:
+        return sum(self.clock.seconds(s, e) for s, e in self.pairs)

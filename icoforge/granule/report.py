@@ -157,18 +157,25 @@ def steps_table(data: Data) -> TableSpec:
     )
 
 
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 def program_table(data: Data, index: int) -> TableSpec:
     b = data["backends"][index]
     step_ms = b["profiled_dycore_step_ms"]
+    # host and device time per call (reports since 2026-12-01; older ones lack them)
+    split = any(p.get("host_ms") is not None for p in b["programs"])
     rows = []
     covered = 0.0
     for p in b["programs"]:
         covered += p["share"]
+        per_call = [f"{p['median_ms']:.3f}"] + ([_ms(p.get("host_ms")), _ms(p.get("device_ms"))] if split else [])
         rows.append(
             [
                 p["name"],
                 f"{p['calls_per_step']:g}",
-                f"{p['median_ms']:.3f}",
+                *per_call,
                 f"{p['ms_per_step']:.3f}",
                 f"{100 * p['share']:.1f} %",
                 "-" if p.get("kernels") is None else str(p["kernels"]),
@@ -179,14 +186,15 @@ def program_table(data: Data, index: int) -> TableSpec:
         [
             "[dim]outside GT4Py programs (Python)[/dim]",
             "",
-            "",
+            *([""] * (3 if split else 1)),
             f"{step_ms * (1 - covered):.3f}",
             f"{100 * (1 - covered):.1f} %",
             "",
             "",
         ]
     )
-    cols = ("program", "calls/step", "median ms/call", "ms/step", "share", "kernels", "compile s")
+    per_call_cols = ("median ms/call", "host ms/call", "device ms/call") if split else ("median ms/call",)
+    cols = ("program", "calls/step", *per_call_cols, "ms/step", "share", "kernels", "compile s")
     return TableSpec(
         title=f"{b['backend']}: per program, over {data['options']['profile_steps']} dycore step(s) of "
         f"{len(_substep_mix(data))} substeps",
@@ -194,11 +202,50 @@ def program_table(data: Data, index: int) -> TableSpec:
         rows=rows,
         caption=(
             f"instrumented dycore step {step_ms:.3f} ms (device sync around every call); "
+            "median = wall time of a call between device syncs; host = until the call returned "
+            "(Python, argument checks, launches); device = between events around the call; "
             "share = program's time / that step; kernels = kernels in the compiled program (icoforge); "
             "compile s = its variants' translation + build in this run (icoforge; ~0 when cached)"
         ),
         no_wrap=(0,),
     )
+
+
+def idle_table(data: Data) -> TableSpec:
+    """Per substep variant: wall time, device busy time (events around every program call) and the
+    GPU's idle fraction -- what replaying a substep as a CUDA graph would have to remove."""
+    bs = [b for b in data["backends"] if any("busy_ms" in vv for vv in b["variants"].values())]
+    columns = [("variant", "left")]
+    for b in bs:
+        columns += [(f"{b['backend']}\nwall ms", "right"), ("busy ms", "right"), ("GPU idle", "right")]
+    rows = []
+    for v in _variants(data):
+        row = [v]
+        for b in bs:
+            vv = b["variants"][v]
+            idle = vv.get("idle_fraction")
+            row += [f"{vv['median_ms']:.3f}", _ms(vv.get("busy_ms")), "-" if idle is None else f"{100 * idle:.0f} %"]
+        rows.append(row)
+    return TableSpec(
+        title="device busy time per substep (GPU backends)",
+        columns=columns,
+        rows=rows,
+        caption="wall = median substep between device syncs (the step table); busy = median sum of "
+        "event intervals around every program call in a substep, timed apart, without syncs; "
+        "GPU idle = 1 - busy / wall: host time the device waits for",
+    )
+
+
+def python_mode(data: Data) -> str:
+    """How Python ran: GT4Py checks every call's arguments unless it runs optimized."""
+    modes = {bool(env.get("python_optimized")) for _, env in _environments(data) if "python_optimized" in env}
+    if not modes:
+        return "not recorded (reports before 2026-12-01 ran without -O: GT4Py checked every call's arguments)"
+    if modes == {True}:
+        return "optimized (-O / PYTHONOPTIMIZE=1), as icon4py's benchmarks and production runs"
+    if modes == {False}:
+        return "NOT optimized: GT4Py checks every program call's arguments (host time per call is inflated)"
+    return "mixed: some runs optimized, some not -- do not compare their step times"
 
 
 def verification_table(data: Data) -> TableSpec:
@@ -227,10 +274,13 @@ def _e(value: float | None) -> str:
 
 def sections(data: Data) -> Iterator[TableSpec | str]:
     """The report in print order: tables, and notes (str, rich markup)."""
+    yield f"Python: {python_mode(data)}"
     yield setup_table(data)
     if data.get("verification"):
         yield verification_table(data)
     yield steps_table(data)
+    if any("busy_ms" in vv for b in data["backends"] for vv in b["variants"].values()):
+        yield idle_table(data)
     for i, b in enumerate(data["backends"]):
         if b.get("programs"):
             yield program_table(data, i)
@@ -302,10 +352,11 @@ def run_table(data: Data) -> TableSpec:
             f"{opts['profile_steps']} profiled dycore step(s)",
         ],
         ["seed, factory backend", f"{opts['seed']}, {opts['factory_backend']}"],
+        ["Python mode", python_mode(data)],
         ["static fields key", str(data.get("static_fields_key") or "-")],
     ]
     keys = (("date", "date"), ("host", "host"), ("gpu", "GPU"), ("cpus", "CPUs"), ("python", "Python"),
-            ("icoforge_schedule", "icoforge schedule ($ICOFORGE_SCHEDULE)"))  # fmt: skip
+            ("python_optimized", "Python optimized (-O)"), ("icoforge_schedule", "icoforge schedule ($ICOFORGE_SCHEDULE)"))  # fmt: skip
     for key, label in keys:
         if any(key in env for _, env in envs):
             rows.append([label, _one_or_each([(lbl, env.get(key)) for lbl, env in envs])])

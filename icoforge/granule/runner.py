@@ -64,6 +64,8 @@ class ProgramRow:
     share: float  # of the instrumented dycore step
     kernels: int | None  # icoforge backends: kernels in the compiled program
     compile_s: float | None = None  # icoforge backends: translation + build of its loaded variants
+    host_ms: float | None = None  # median per call: until the call returned (see instrument.py)
+    device_ms: float | None = None  # median per call: between events around it (GPU backends)
 
 
 @dataclasses.dataclass
@@ -73,6 +75,8 @@ class BackendResult:
     compile_jobs: int = 0
     cache: dict[str, Any] = dataclasses.field(default_factory=dict)
     step_ms: dict[str, list[float]] = dataclasses.field(default_factory=dict)  # variant -> timed steps
+    # GPU backends: variant -> the device's busy time in each of its substeps (events, no syncs)
+    busy_ms: dict[str, list[float]] = dataclasses.field(default_factory=dict)
     programs: list[ProgramRow] = dataclasses.field(default_factory=list)
     profiled_step_ms: float = 0.0  # dycore step (SUBSTEP_MIX) with per-program syncs
     fallbacks: list[str] = dataclasses.field(default_factory=list)
@@ -88,11 +92,20 @@ class BackendResult:
         """Median-based time of one dycore step of NDYN_SUBSTEPS substeps (first + middle*3 + last)."""
         return sum(self.median_ms(v) for v in SUBSTEP_MIX)
 
+    def idle_fraction(self, variant: str) -> float | None:
+        """The GPU's idle share of a substep's wall time: 1 - busy / wall (medians)."""
+        if not self.busy_ms.get(variant):
+            return None
+        return max(0.0, 1.0 - statistics.median(self.busy_ms[variant]) / self.median_ms(variant))
+
     def to_json(self) -> dict[str, Any]:
         variants = {
             v: {"median_ms": self.median_ms(v), "min_ms": self.min_ms(v), "samples_ms": self.step_ms[v]}
             for v in self.step_ms
         }
+        for v, samples in self.busy_ms.items():
+            if v in variants and samples:
+                variants[v] |= {"busy_ms": statistics.median(samples), "idle_fraction": self.idle_fraction(v)}
         return {
             "backend": self.backend,
             "setup_s": self.setup_s,
@@ -293,9 +306,27 @@ class Granule:
                 total_s += time.perf_counter() - t0
         return total_s
 
+    def measure_busy(self, steps: int, progress: Progress = _no_progress) -> None:
+        """GPU backends: the device's busy time per substep variant, from events around every program
+        call and no synchronisation inside the substep (compare with `time_variants`' wall times)."""
+        clock = instrument.gpu_event_clock(self.gpu)
+        if clock is None:
+            return
+        with instrument.DeviceBusy(self.solver, clock) as busy:
+            for i, variant in enumerate(VARIANTS):
+                progress(f"{self.name}: device busy time ({variant})", i, len(VARIANTS))
+                samples = []
+                for _ in range(steps):
+                    self.sync()
+                    busy.reset()
+                    self.step(variant)
+                    self.sync()
+                    samples.append(busy.busy_seconds() * 1e3)
+                self.result.busy_ms[variant] = samples
+
     def profile(self, rounds: int, progress: Progress = _no_progress) -> None:
         """Per-program times over `rounds` dycore steps of SUBSTEP_MIX."""
-        profiler = instrument.Profiler(self.solver, self.sync)
+        profiler = instrument.Profiler(self.solver, self.sync, instrument.gpu_event_clock(self.gpu))
         with profiler:
             total_s = self.timed_dycore_steps(
                 rounds, on_step=lambda r: progress(f"{self.name}: per-program profile", r, rounds)
@@ -309,6 +340,7 @@ class Granule:
             if not t.calls:
                 continue
             ms = t.total * 1e3 / rounds
+            device = profiler.device_seconds(t)
             rows.append(
                 ProgramRow(
                     name=name,
@@ -318,6 +350,8 @@ class Granule:
                     share=ms / step_ms if step_ms else 0.0,
                     kernels=kernels.get(name),
                     compile_s=compile_s.get(name),
+                    host_ms=t.host_median * 1e3,
+                    device_ms=statistics.median(device) * 1e3 if device else None,
                 )
             )
         rows.sort(key=lambda r: -r.ms_per_step)

@@ -1,0 +1,92 @@
+"""`benchmarks/granule-latest.json`: the headline of the newest side-by-side granule run.
+
+Written by `icoforge greenline ... --latest PATH` or `icoforge greenline-merge ... --latest PATH`
+from one report (all backends from one machine state), in the format the performance issue asks
+for: date, commit, machine, grid, levels, dycore step per backend (ms), cold compile per backend
+(s, only for runs that compiled cold), and the three byte floors (ms) when a granule roofline's JSON
+(`icoforge roofline greenline --json`) of the same grid is given. Everything else a reader needs
+to trust the numbers (Python mode, substep medians, the GPU's idle fraction) comes along.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+from typing import Any
+
+from icoforge.errors import IcoforgeError
+
+Data = dict[str, Any]
+FLOORS = ("kernel", "program", "substep")
+
+
+def git_commit(root: pathlib.Path | None = None) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=root, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None  # e.g. the device machine's copy of the tree has no .git
+    return out.stdout.strip() or None
+
+
+def _environments(data: Data) -> list[Data]:
+    if data.get("merged_from"):
+        return [src.get("environment") or {} for src in data["merged_from"]]
+    return [data.get("environment") or {}]
+
+
+def _cold_compile_s(data: Data, b: Data) -> float | None:
+    """Construction + compile + first calls, for a run that compiled cold (`--cold`); else None."""
+    sources = data.get("merged_from") or [{"options": data["options"], "backends": [b["backend"]]}]
+    src = next((s for s in sources if b["backend"] in s["backends"]), sources[0])
+    if not (src.get("options") or data["options"]).get("cold"):
+        return None
+    return round(sum(v for k, v in b["setup_s"].items() if k in ("construct", "compile", "first_calls")), 2)
+
+
+def floors_from_roofline(path: str | pathlib.Path) -> dict[str, float]:
+    """The `floors_ms` of a granule roofline's JSON report."""
+    try:
+        data = json.loads(pathlib.Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise IcoforgeError(f"floors: cannot read {path}: {e}") from e
+    floors = data.get("floors_ms")
+    if not isinstance(floors, dict) or not all(k in floors for k in FLOORS):
+        raise IcoforgeError(f"floors: {path} has no floors_ms with {', '.join(FLOORS)} (a granule roofline's --json?)")
+    return {k: float(floors[k]) for k in FLOORS}
+
+
+def latest(data: Data, commit: str | None, floors_ms: dict[str, float] | None = None) -> Data:
+    """The granule-latest record of a (merged) greenline report."""
+    envs = _environments(data)
+    optimized = {bool(e.get("python_optimized")) for e in envs if "python_optimized" in e}
+    backends = [b for b in data["backends"] if b.get("dycore_step_ms") is not None]
+    if not backends:
+        raise IcoforgeError("latest: the report has no backend with a timed dycore step")
+    machine = envs[0].get("gpu") or envs[0].get("host")
+    return {
+        "date": envs[0].get("date"),
+        "commit": commit,
+        "machine": f"{machine} ({envs[0].get('host')}, {envs[0].get('cpus')} CPUs)",
+        "grid": data["grid"].get("name", data["options"]["grid"]),
+        "levels": data["options"]["levels"],
+        "python_optimized": optimized.pop() if len(optimized) == 1 else None,
+        "step_ms": {b["backend"]: round(b["dycore_step_ms"], 3) for b in backends},
+        "substep_ms": {
+            b["backend"]: {v: round(vv["median_ms"], 3) for v, vv in b["variants"].items()} for b in backends
+        },
+        "gpu_idle_fraction": {
+            b["backend"]: {v: round(vv["idle_fraction"], 3) for v, vv in b["variants"].items() if "idle_fraction" in vv}
+            for b in backends
+            if any("idle_fraction" in vv for vv in b["variants"].values())
+        },
+        "cold_compile_s": {b["backend"]: _cold_compile_s(data, b) for b in backends},
+        "floors_ms": floors_ms,
+        "versions": envs[0].get("versions", {}),
+    }
+
+
+def write_latest(path: str | pathlib.Path, data: Data, commit: str | None, floors: str | None = None) -> Data:
+    record = latest(data, commit, floors_from_roofline(floors) if floors else None)
+    pathlib.Path(path).write_text(json.dumps(record, indent=1) + "\n")
+    return record

@@ -1,0 +1,63 @@
+#!/bin/bash
+# One device call (issue 22): the greenline as users run it. Parallel greenline processes that take
+# turns on the GPU (--gpu-lock): icoforge-cuda and each peer in Python's optimized mode (the default
+# since 2026-12-01), icoforge-cuda once more in debug mode (no -O: GT4Py checks every call's
+# arguments), then one merged side-by-side report with host/device time per program call and the
+# GPU's idle fraction per substep, and the granule-latest record.
+#
+#   run(carry=[".whl"], timeout_s=600, command="CONFIG='REGIONAL 80' bash scripts/device/run_modes.sh")
+#
+# Knobs: CONFIG ("REGIONAL 80"), PEERS ("dace_gpu"), DEBUG_RUN (1: also ours without -O),
+#        STEPS (20, as icon4py's benchmark), ALL_S (540), COMMIT (the commit measured).
+# Results: $OUT/summary.txt, $OUT/greenline.md, $OUT/granule-latest.json, $OUT/all.tgz.
+source scripts/device/setup.sh
+source scripts/device/lib.sh
+set -u
+export PYTHONUNBUFFERED=1
+export GT4PY_BUILD_CACHE_LIFETIME=persistent GT4PY_BUILD_CACHE_DIR=/tmp/gt4py-cache
+W=${WORK:-/tmp/work}; mkdir -p $W
+snapshot_loop $W $OUT &
+SNAP=$!
+LOCK=/tmp/gpu.lock; : > $LOCK
+read -r GRID LEVELS <<< "${CONFIG:-REGIONAL 80}"
+TAG=$GRID-$LEVELS
+GL="python3 -m icoforge greenline --grid $GRID --levels $LEVELS --steps ${STEPS:-20} --warmup 2 --profile-steps 2 --only-used-variants --gpu-lock $LOCK"
+nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv > $W/clocks-start.csv
+
+stamp "grid"
+python3 -c "from icoforge.grids import load_grid; load_grid('$GRID', levels=$LEVELS, show_progress=False)" || exit 1
+# ours first: it computes the static fields, which the other processes then read from the cache
+$GL --backend icoforge-cuda --save-reference $W/ref-icoforge-$TAG.json --json $W/gl-$TAG-opt.json > $W/gl-$TAG-opt.log 2>&1 &
+sleep 20
+for b in ${PEERS-dace_gpu}; do
+  $GL --backend $b --save-reference $W/ref-$b-$TAG.json --json $W/gl-$TAG-$b.json > $W/gl-$TAG-$b.log 2>&1 &
+done
+if [ "${DEBUG_RUN:-1}" = 1 ]; then
+  $GL --backend icoforge-cuda --python-mode debug --json $W/gl-$TAG-debug.json > $W/gl-$TAG-debug.log 2>&1 &
+fi
+deadline ${ALL_S:-540} "icoforge greenline" &
+KILLER=$!
+while pgrep -f "icoforge greenline" > /dev/null; do sleep 2; done
+stop_bg $KILLER $SNAP
+stamp "all done"
+nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv > $W/clocks-end.csv
+
+{
+  reports="opt=$W/gl-$TAG-opt.json"
+  for b in ${PEERS-dace_gpu}; do [ -f $W/gl-$TAG-$b.json ] && reports="$reports $W/gl-$TAG-$b.json"; done
+  [ -f $W/gl-$TAG-debug.json ] && reports="$reports debug=$W/gl-$TAG-debug.json"
+  echo "== greenline $TAG side by side =="
+  COLUMNS=200 python3 -m icoforge greenline-merge $reports --markdown $OUT/greenline.md --json $W/merged.json
+  # the headline record from the optimized runs only
+  latest="$W/gl-$TAG-opt.json"
+  for b in ${PEERS-dace_gpu}; do [ -f $W/gl-$TAG-$b.json ] && latest="$latest $W/gl-$TAG-$b.json"; done
+  python3 -m icoforge greenline-merge $latest --latest $OUT/granule-latest.json --commit "${COMMIT:-unknown}" > /dev/null
+  echo "== fingerprints: each peer vs icoforge-cuda ($TAG) =="
+  for b in ${PEERS-dace_gpu}; do
+    [ -f $W/ref-$b-$TAG.json ] && python3 -m icoforge.granule.golden compare $W/ref-$b-$TAG.json $W/ref-icoforge-$TAG.json
+  done
+  cat $W/clocks-start.csv $W/clocks-end.csv
+} > $OUT/summary.txt 2>&1
+for f in $W/*.log; do echo "--- $f"; grep -E "Error|error|Traceback" $f | head -3; tail -2 $f; done
+tar czf $OUT/all.tgz -C $W . 2>/dev/null; rm -f $OUT/.all.tgz.tmp
+cut -c1-250 $OUT/summary.txt | tail -120

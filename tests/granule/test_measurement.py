@@ -1,0 +1,169 @@
+"""What the greenline measures (issue: small-grid step times 3x too slow): Python's mode, host vs
+device time per program call, the GPU's idle fraction per substep, and the granule-latest record.
+No compilation, no GPU: fake programs and a fake event clock."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from icoforge.cli import pymode
+from icoforge.granule import instrument, latest
+from icoforge.granule.report import idle_table, markdown_report, program_table, python_mode
+from icoforge.granule.runner import VARIANTS, BackendResult, ProgramRow
+
+
+class _Program:
+    """A GT4Py-program look-alike: `definition_stage.definition.__name__` names it."""
+
+    def __init__(self, name, on_call=None):
+        self.definition_stage = type("D", (), {"definition": type(name, (), {})})()
+        self.definition_stage.definition.__name__ = name
+        self.on_call = on_call
+
+    def __call__(self, *args, **kwargs):
+        if self.on_call:
+            self.on_call()
+
+
+class _Event:
+    """A fake device event: records the value of a shared fake device clock."""
+
+    def __init__(self, device):
+        self.device, self.t = device, None
+
+    def record(self):
+        self.t = self.device["now"]
+
+
+def _solver_and_clock():
+    device = {"now": 0.0}
+
+    def run_kernels(seconds):
+        device["now"] += seconds
+
+    solver = type("Solver", (), {})()
+    solver._a = functools.partial(_Program("prog_a", lambda: run_kernels(0.002)))
+    solver._b = functools.partial(_Program("prog_b", lambda: run_kernels(0.003)))
+    clock = instrument.EventClock(make=lambda: (_Event(device), _Event(device)), seconds=lambda s, e: e.t - s.t)
+    return solver, clock, device
+
+
+def test_device_busy_sums_the_event_intervals_of_every_program_call():
+    solver, clock, device = _solver_and_clock()
+    with instrument.DeviceBusy(solver, clock) as busy:
+        solver._a()
+        device["now"] += 0.010  # the device idles while the host works between programs
+        solver._b()
+        assert busy.busy_seconds() == pytest.approx(0.005)
+        busy.reset()
+        solver._b()
+        assert busy.busy_seconds() == pytest.approx(0.003)
+    assert isinstance(solver._a, functools.partial)  # originals back
+
+
+def test_profiler_records_host_and_device_time_per_call():
+    solver, clock, _ = _solver_and_clock()
+    syncs = []
+    with instrument.Profiler(solver, sync=lambda: syncs.append(1), clock=clock) as prof:
+        solver._a()
+        solver._a()
+        solver._b()
+    a = prof.times["prog_a"]
+    assert a.calls == 2 and len(a.host_seconds) == 2 and all(0 <= h <= w for h, w in zip(a.host_seconds, a.seconds))
+    assert prof.device_seconds(a) == pytest.approx([0.002, 0.002])
+    assert prof.device_seconds(prof.times["prog_b"]) == pytest.approx([0.003])
+    cpu = instrument.Profiler(solver, sync=lambda: None)  # no clock: no device times
+    assert cpu.device_seconds(a) == []
+
+
+def _result(wall_ms=(10.0, 11.0, 12.0), busy_ms=(2.0, 2.5, 3.0)) -> BackendResult:
+    r = BackendResult("icoforge-cuda", setup_s={"construct": 30.0, "compile": 10.0, "first_calls": 2.0})
+    r.step_ms = {v: list(wall_ms) for v in VARIANTS}
+    r.busy_ms = {v: list(busy_ms) for v in VARIANTS}
+    r.programs = [ProgramRow("prog_a", 5, 1.0, 5.0, 0.5, 3, None, host_ms=0.8, device_ms=0.15)]
+    r.profiled_step_ms = 10.0
+    return r
+
+
+def test_idle_fraction_is_one_minus_busy_over_wall():
+    r = _result()
+    assert r.idle_fraction("first") == pytest.approx(1 - 2.5 / 11.0)
+    v = r.to_json()["variants"]["middle"]
+    assert v["busy_ms"] == pytest.approx(2.5) and v["idle_fraction"] == pytest.approx(1 - 2.5 / 11.0)
+    assert BackendResult("gtfn_cpu").idle_fraction("first") is None  # CPU backends: not measured
+
+
+def _data(optimized=True, cold=False):
+    r = _result()
+    return {
+        "options": {"grid": "REGIONAL", "levels": 80, "steps": 3, "warmup": 1, "profile_steps": 1, "seed": 0,
+                    "factory_backend": "icoforge-cpu", "cold": cold},
+        "grid": {"name": "REGIONAL", "cells": 44528},
+        "common_setup_s": {}, "static_fields_cached": True, "verification": [],
+        "dycore_step": ["first", "middle", "middle", "middle", "last"],
+        "variants": {v: {} for v in VARIANTS},
+        "backends": [r.to_json()],
+        "environment": {"date": "2026-12-01T12:00:00+00:00", "host": "h", "cpus": 16, "gpu": "NVIDIA H200",
+                        "python_optimized": optimized, "versions": {"gt4py": "1.2.1"}},
+    }  # fmt: skip
+
+
+def test_report_shows_the_python_mode_the_idle_fraction_and_host_vs_device():
+    data = _data(optimized=False)
+    assert python_mode(data).startswith("NOT optimized")
+    assert python_mode(_data()).startswith("optimized")
+    assert "not recorded" in python_mode({**_data(), "environment": {}})
+    idle = idle_table(data)
+    assert idle.rows[0][1:] == ["11.000", "2.500", "77 %"]
+    prog = program_table(data, 0)
+    headers = [h for h, _ in prog.columns]
+    assert "host ms/call" in headers and "device ms/call" in headers
+    row = prog.rows[0]
+    assert row[headers.index("host ms/call")] == "0.800" and row[headers.index("device ms/call")] == "0.150"
+    md = markdown_report(data)
+    assert "NOT optimized" in md and "GPU idle" in md
+
+
+def test_latest_record_has_the_issue_format(tmp_path):
+    roofline = tmp_path / "roofline.json"
+    roofline.write_text(json.dumps({"floors_ms": {"kernel": 84.5, "program": 70.0, "substep": 60.0}}))
+    path = tmp_path / "granule-latest.json"
+    rec = latest.write_latest(path, _data(cold=True), "abc123", str(roofline))
+    assert json.loads(path.read_text()) == rec
+    for key in ("date", "commit", "machine", "grid", "levels", "step_ms", "cold_compile_s", "floors_ms"):
+        assert key in rec, key
+    assert rec["step_ms"] == {"icoforge-cuda": pytest.approx(5 * 11.0)}
+    assert rec["cold_compile_s"] == {"icoforge-cuda": 42.0}
+    assert rec["floors_ms"] == {"kernel": 84.5, "program": 70.0, "substep": 60.0}
+    assert rec["python_optimized"] is True and rec["commit"] == "abc123" and "H200" in rec["machine"]
+    assert latest.latest(_data(cold=False), None)["cold_compile_s"] == {"icoforge-cuda": None}  # warm run
+    roofline.write_text("{}")
+    with pytest.raises(Exception, match="floors_ms"):
+        latest.write_latest(path, _data(), "abc", str(roofline))
+
+
+def test_python_mode_rerun_switches_optimization():
+    code = "import sys; print('optimize', sys.flags.optimize)"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONOPTIMIZE", "ICOFORGE_PYTHON_MODE_SET")}
+
+    def rerun(mode, extra_env=None):
+        script = f"from icoforge.cli import pymode; pymode.ensure({mode!r}, ['-c', {code!r}], prefix=[]); {code}"
+        out = subprocess.run([sys.executable, "-c", script], env={**env, **(extra_env or {})},
+                             capture_output=True, text=True, check=True)  # fmt: skip
+        return out.stdout.strip(), out.stderr
+
+    out, err = rerun("optimized")
+    assert out == "optimize 1" and "re-running in Python's optimized mode" in err
+    out, err = rerun("debug")
+    assert out == "optimize 0" and err == ""  # already in debug mode: no re-run
+    out, err = rerun("debug", {"PYTHONOPTIMIZE": "1"})
+    assert out == "optimize 0" and "debug mode" in err
+    pymode.ensure("optimized", None)  # from Python (no command line): never replaces the process
+    with pytest.raises(ValueError, match="optimized, debug"):
+        pymode.ensure("fast", None)
