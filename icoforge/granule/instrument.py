@@ -16,9 +16,13 @@ Each call gets three times, so that host overhead and device time are never conf
   All three GPU backends launch on the default stream (icoforge: CuPy's current stream; gtfn:
   stream 0; dace: `max_concurrent_streams = -1`), so the events bracket the call's kernels.
 
-`DeviceBusy` records only the events (no synchronisation inside a substep): the sum of the calls'
-event intervals is the device's busy time in a substep, which against the substep's wall time
-gives the GPU's idle fraction (host-bound small grids).
+`DeviceBusy` records only the events (no synchronisation inside a substep). Two sums per substep:
+- calls (every backend): the event intervals around program calls. An upper bound of the busy
+  time: a start event recorded on an idle device is passed at once, so the host's time inside
+  the call before its first launch counts as busy. Only the gaps between calls count as idle.
+- kernels (icoforge backends): event intervals around every kernel launch of the programs'
+  runtimes (`icoforge_runtime.launch`), i.e. the kernels alone: 1 - kernels / wall is the GPU's
+  real idle fraction, what replaying a substep as a CUDA graph could remove.
 
 GT4Py's own metrics collection (`gt4py.next.instrumentation.metrics`, GT4PY_COLLECT_METRICS_LEVEL)
 records a "compute" time only for backends that measure it themselves; the wrapper gives one
@@ -243,31 +247,57 @@ class Profiler(_Wrapping):
 
 
 class DeviceBusy(_Wrapping):
-    """Context manager: while active, events bracket every bound program call, nothing is
-    synchronised. `busy_seconds()` after a device synchronisation: the sum of the intervals since
-    the last `reset()` (programs run one after the other on the default stream, so the intervals
-    do not overlap)."""
+    """Context manager: while active, events bracket every bound program call and, for icoforge
+    programs, every kernel launch; nothing is synchronised. After a device synchronisation,
+    `busy_seconds()` and `kernel_seconds()` sum the intervals since the last `reset()` (programs
+    and kernels run one after the other on the default stream, so the intervals do not overlap)."""
 
     def __init__(self, solver: Any, clock: EventClock):
         self.programs = find_programs(solver)
         self.clock = clock
-        self.pairs: list[tuple[Any, Any]] = []
+        self.pairs: list[tuple[Any, Any]] = []  # around program calls
+        self.kernel_pairs: list[tuple[Any, Any]] = []  # around icoforge kernel launches
+        runtimes = (getattr(fn, "icoforge_runtime", None) for b in self.programs for fn in loaded_variants(b))
+        self.runtimes = list({id(rt): rt for rt in runtimes if rt is not None}.values())
 
-    def _wrap(self, b: BoundProgram) -> Callable[..., Any]:
-        inner, make, pairs = b.partial, self.clock.make, self.pairs
+    def _bracket(self, call: Callable[..., Any], pairs: list[tuple[Any, Any]], stream: Any = None) -> Callable[..., Any]:
+        make = self.clock.make
 
         def bracketed(*args: Any, **kwargs: Any) -> Any:
             start, end = make()
-            start.record()
-            result = inner(*args, **kwargs)
-            end.record()
+            start.record(stream)
+            result = call(*args, **kwargs)
+            end.record(stream)
             pairs.append((start, end))
             return result
 
         return bracketed
 
+    def _wrap(self, b: BoundProgram) -> Callable[..., Any]:
+        return self._bracket(b.partial, self.pairs)
+
+    def __enter__(self) -> DeviceBusy:
+        super().__enter__()
+        for rt in self.runtimes:
+            # the class's launch bound to this runtime (never a wrapper); an instance attribute
+            # shadows the method for this runtime only, and `__exit__` deletes it again
+            rt.launch = self._bracket(type(rt).launch.__get__(rt), self.kernel_pairs, rt.stream)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)
+        for rt in self.runtimes:
+            vars(rt).pop("launch", None)
+
     def reset(self) -> None:
         self.pairs.clear()
+        self.kernel_pairs.clear()
 
     def busy_seconds(self) -> float:
         return sum(self.clock.seconds(s, e) for s, e in self.pairs)
+
+    def kernel_seconds(self) -> float | None:
+        """Sum over kernel launches; None where no icoforge runtime launched (other backends)."""
+        if not self.kernel_pairs:
+            return None
+        return sum(self.clock.seconds(s, e) for s, e in self.kernel_pairs)

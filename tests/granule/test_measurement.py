@@ -37,7 +37,7 @@ class _Event:
     def __init__(self, device):
         self.device, self.t = device, None
 
-    def record(self):
+    def record(self, stream=None):
         self.t = self.device["now"]
 
 
@@ -96,7 +96,41 @@ def test_idle_fraction_is_one_minus_busy_over_wall():
     assert r.idle_fraction("first") == pytest.approx(1 - 2.5 / 11.0)
     v = r.to_json()["variants"]["middle"]
     assert v["busy_ms"] == pytest.approx(2.5) and v["idle_fraction"] == pytest.approx(1 - 2.5 / 11.0)
+    assert "kernel_busy_ms" not in v
+    r.kernel_busy_ms = {v: [1.0, 1.1] for v in VARIANTS}  # the kernels alone, where measured, decide
+    assert r.idle_fraction("last") == pytest.approx(1 - 1.05 / 11.0)
+    assert r.to_json()["variants"]["last"]["kernel_busy_ms"] == pytest.approx(1.05)
     assert BackendResult("gtfn_cpu").idle_fraction("first") is None  # CPU backends: not measured
+
+
+def test_device_busy_times_the_kernels_of_icoforge_runtimes():
+    solver, clock, device = _solver_and_clock()
+
+    class Runtime:
+        stream = None
+
+        def launch(self, kernel, grid, block, args):
+            device["now"] += 0.0005  # the kernel itself
+
+    rt = Runtime()
+    variant = lambda: None  # noqa: E731 (a loaded compiled variant)
+    variant.icoforge_runtime = rt
+    solver._a.func._compiled_programs = type("Pool", (), {"compiled_programs": {"key": variant}})()
+
+    def call_with_kernels():
+        device["now"] += 0.001  # host work inside the call, before the launch: not kernel time
+        rt.launch("k", (1,), (1,), ())
+
+    solver._a.func.on_call = call_with_kernels
+    with instrument.DeviceBusy(solver, clock) as busy:
+        assert busy.runtimes == [rt]
+        solver._a()
+        solver._b()
+        assert busy.kernel_seconds() == pytest.approx(0.0005)
+        assert busy.busy_seconds() == pytest.approx(0.0015 + 0.003)
+    assert "launch" not in vars(rt)  # the class's method again
+    with instrument.DeviceBusy(type("S", (), {})(), clock) as none:
+        assert none.kernel_seconds() is None  # no icoforge runtime launched
 
 
 def _data(optimized=True, cold=False):
@@ -120,7 +154,7 @@ def test_report_shows_the_python_mode_the_idle_fraction_and_host_vs_device():
     assert python_mode(_data()).startswith("optimized")
     assert "not recorded" in python_mode({**_data(), "environment": {}})
     idle = idle_table(data)
-    assert idle.rows[0][1:] == ["11.000", "2.500", "77 %"]
+    assert idle.rows[0][1:] == ["11.000", "2.500", "-", ">= 77 %"]
     prog = program_table(data, 0)
     headers = [h for h, _ in prog.columns]
     assert "host ms/call" in headers and "device ms/call" in headers
