@@ -296,11 +296,13 @@ def use_schedule(text: str) -> None:
 
 
 VENDOR_DEFAULTS = {
-    # 32x4 (levels on y for 2-D maps; 128 threads along x for scans and horizontal-only kernels):
-    # 1.13-1.29x faster than 128x1 on three of the four big programs on the H200 (R2B6/80,
-    # benchmarks/h200-2026-11-29-s2) and 1.12-1.28x on all four at 120 levels (-s3). 32x8 is
-    # within 3 % either way; 32-bit indices add up to 16 % but are refused on huge grids.
-    "cuda": Schedule(block=(32, 4)),
+    # 32x8 (levels on y for 2-D maps; 256 threads along x for scans and horizontal-only kernels)
+    # with 32-bit index arithmetic wherever the call's fields fit ("auto": a 64-bit twin of every
+    # kernel is launched instead when they do not, so a huge grid never gets a wrong index).
+    # The sweeps' best schedule of all four big programs (benchmarks/h200-2026-11-30-s4: 1.05-1.16x
+    # against 32x4 with 64-bit indices); the whole dycore step on R2B6/80: 93.3 -> 89.7 ms
+    # (1.04x, benchmarks/h200-2026-12-01-s9). 32x4 beat the older 128x1 by 1.12-1.29x (-s2, -s3).
+    "cuda": Schedule(block=(32, 8), index_bits="auto"),
     "hip": Schedule(block=(256, 1)),  # 256x1 beat 32x8 on MI300A in icon4py's AMD work
 }
 
