@@ -33,7 +33,7 @@ def test_check_applies_settings_to_one_kernel_and_reports_resources(tiny_grid, c
     assert k4["schedule"]["block"] == [64, 2] and k4["smem_bytes"] == 2 * 64 * 5 * 4
     assert k4["resources"]["shared_bytes"] == k4["smem_bytes"]
     k0 = next(k for k in out["kernels"] if k["kernel"] == "appl_dive_damp_upda_vn_k0")
-    assert k0["schedule"]["block"] == [32, 4] and k0["smem_bytes"] == 0  # the CUDA default
+    assert k0["schedule"]["block"] == [32, 8] and k0["smem_bytes"] == 0  # the CUDA default
     assert "__shared__ int E2C2EO_sh[640]" in src.read_text()
     assert set(out["schedule"]["per_kernel"]) == {"appl_dive_damp_upda_vn_k4"}
 
