@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -378,4 +379,102 @@ def markdown(f: StepFloors, bytes_per_s: float, top: int = 0) -> str:
         f"{r.gap / 1e6:.4g} | {1e3 * r.gap / bytes_per_s:.4g} |"
         for r in rows
     ]
+    return "\n".join(lines)
+
+
+# --- producer -> consumer pairs inside programs (candidates for intra-program fusion) -------------
+
+
+@dataclasses.dataclass(frozen=True)
+class FusionPair:
+    """Kernel `consumer` reads field `field` that kernel `producer` of the same call wrote last."""
+
+    program: str
+    producer: str
+    consumer: str
+    field: str
+    access: str  # "point" (same point), "column" (same column, other levels), "neighbour" (through a table)
+    temporary: bool
+    calls: float  # per dycore step
+    saved_bytes: float  # per dycore step: the consumer's read, plus the producer's write of a temporary read once
+
+
+def _access_kind(accs: Sequence[Any], dims: Sequence[str], kinds: Mapping[str, str]) -> str | None:
+    out = "point"
+    for a, d in zip(accs, dims):
+        if kinds.get(d) == "local":
+            continue
+        if a is None or a.kind == "const":
+            return None
+        if a.kind == "table":
+            return "neighbour"
+        if a.kind == "k" and (a.lo, a.hi) != (0, 0):
+            out = "column"
+    return out
+
+
+def fusion_pairs(calls: Sequence[FloorCall], steps: int) -> list[FusionPair]:
+    """Every producer -> consumer pair of the recorded calls with the bytes fusing that pair alone
+    would save (the consumer no longer reads what the producer wrote; a temporary with a single
+    consumer is no longer written either), summed per dycore step, largest saving first. Pairs
+    overlap (one producer, several consumers): their savings do not add up to a floor. A
+    "neighbour" pair needs the producer recomputed per neighbour (compute_inline) to save it."""
+    from icoforge.perf.model import read_accesses
+
+    acc: dict[tuple, list[float]] = {}
+    kinds_memo: dict[tuple[int, str], dict[str, Any]] = {}
+    for c in calls:
+        pir, kinds = c.program_ir, dict(c.program_ir.dim_kinds)
+        temps = {t.name for t in pir.temporaries}
+        kernels = {k.name: k for k in pir.kernels()}
+        ran = [k for k in c.cost.kernels if k.executed]
+        readers: dict[str, int] = {}
+        for kc in ran:
+            for t in kc.traffic:
+                if t.mode == "read":
+                    readers[t.name] = readers.get(t.name, 0) + 1
+        last_writer: dict[str, Any] = {}
+        for kc in ran:
+            key = (id(pir), kc.name)
+            if key not in kinds_memo:
+                kinds_memo[key] = read_accesses(kernels[kc.name], pir)
+            reads = {t.name: t for t in kc.traffic if t.mode == "read"}
+            for name, t in reads.items():
+                producer = last_writer.get(name)
+                if producer is None:
+                    continue
+                kind = _access_kind(kinds_memo[key][name], pir.field(name).dims, kinds)
+                if kind is None:
+                    continue
+                write = next(w for w in producer.traffic if w.mode == "write" and w.name == name)
+                # only what the producer wrote comes from it; the rest the consumer still reads
+                both = math.prod(max(0, min(r[1], w[1]) - max(r[0], w[0])) for r, w in zip(t.box, write.box))
+                single = name in temps and readers[name] == 1
+                saved = both * (t.bytes // t.elements if t.elements else 0) + (write.bytes if single else 0)
+                a = acc.setdefault((c.program, producer.name, kc.name, name, kind, name in temps), [0, 0.0])
+                a[0] += 1
+                a[1] += saved
+            for t in kc.traffic:
+                if t.mode == "write":
+                    last_writer[t.name] = kc
+    pairs = [FusionPair(p, a, b, f, kind, temp, n / steps, s / steps) for (p, a, b, f, kind, temp), (n, s) in acc.items()]
+    return sorted(pairs, key=lambda x: (-x.saved_bytes, x.program, x.producer, x.consumer, x.field))
+
+
+def pairs_markdown(pairs: Sequence[FusionPair], bytes_per_s: float, top: int = 25) -> str:
+    """The `top` pairs by bytes saved, then the totals per access kind."""
+    lines = [
+        "| program | producer | consumer | field | access | temporary | MB saved/step | ms at copy bandwidth |",
+        "|---|---|---|---|---|---|---:|---:|",
+    ]
+    for p in pairs[:top] if top else pairs:
+        lines.append(
+            f"| {p.program} | `{p.producer}` | `{p.consumer}` | {p.field} | {p.access} | {'yes' if p.temporary else 'no'} | "
+            f"{p.saved_bytes / 1e6:.4g} | {1e3 * p.saved_bytes / bytes_per_s:.4g} |"
+        )
+    lines += ["", "| access | pairs | MB saved/step | ms at copy bandwidth |", "|---|---:|---:|---:|"]
+    for kind in ("point", "column", "neighbour"):
+        sel = [p for p in pairs if p.access == kind]
+        b = sum(p.saved_bytes for p in sel)
+        lines.append(f"| {kind} | {len(sel)} | {b / 1e6:.4g} | {1e3 * b / bytes_per_s:.4g} |")
     return "\n".join(lines)

@@ -187,3 +187,23 @@ def test_element_rule_on_raw_touches():
     with pytest.raises(ValueError, match="dimensions"):
         floor_bytes([[t("read", ((0, 1),)), t("read", ((0, 1), (0, 1)))]])
     assert is_temporary(("temporary", 0, "tmp")) and not is_temporary(("buffer", 1))
+
+
+def test_fusion_pairs_point_column_and_temporaries():
+    from icoforge.perf.floors import fusion_pairs
+
+    half = N // 2
+    pir = program(
+        [kernel("k0", "tmp", load("a")), kernel("k1", "b", add(load("tmp"), load("a", 1))),
+         kernel("k2", "out", add(load("b", 1), load("b")), h=(0, half))], ["a", "b", "out"], ["tmp"],
+    )  # fmt: skip
+    calls = [_call(pir, {"a": fld(), "b": fld(), "out": fld()}, s) for s in (0, 1)]
+    pairs = {(p.producer, p.consumer, p.field): p for p in fusion_pairs(calls, steps=1)}
+    assert set(pairs) == {("k0", "k1", "tmp"), ("k1", "k2", "b")}
+    tmp, b = pairs[("k0", "k1", "tmp")], pairs[("k1", "k2", "b")]
+    # tmp: read at the same point by its only consumer: its read and its write go, in both calls
+    assert (tmp.access, tmp.temporary, tmp.calls) == ("point", True, 2)
+    assert tmp.saved_bytes == 2 * (N * ROW + N * ROW)
+    # b: read at k and k + 1 on half the rows; k1 wrote levels [0, L): level L still comes from memory
+    assert (b.access, b.temporary) == ("column", False)
+    assert b.saved_bytes == 2 * half * ROW
