@@ -221,13 +221,24 @@ def floor_bytes(
     """Bytes each scope must move by the element rule (module docstring): `scratch(buffer)`:
     its writes never count (program temporaries); `interface(buffer)` False: its writes count
     only on elements some scope reads before writing."""
+    out = [Bytes()] * len(scopes)
+    for per_scope in floor_bytes_by_buffer(scopes, scratch, interface).values():
+        for s, b in per_scope.items():
+            out[s] = out[s] + b
+    return out
+
+
+def floor_bytes_by_buffer(
+    scopes: Sequence[Sequence[Touch]], scratch: Callable[[Hashable], bool] = lambda b: False,
+    interface: Callable[[Hashable], bool] = lambda b: True,
+) -> dict[Hashable, dict[int, Bytes]]:  # fmt: skip
+    """`floor_bytes` per buffer: buffer -> scope index -> bytes (scopes that touch it)."""
     per_buffer: dict[Hashable, list[tuple[int, Touch]]] = {}
     for s, touches in enumerate(scopes):
         for t in touches:
             if all(hi > lo for lo, hi in t.box):
                 per_buffer.setdefault(t.buffer, []).append((s, t))
-    read = [0] * len(scopes)
-    written = [0] * len(scopes)
+    out: dict[Hashable, dict[int, Bytes]] = {}
     for buffer, touches in per_buffer.items():
         dims = {len(t.box) for _, t in touches}
         if len(dims) != 1:
@@ -249,13 +260,12 @@ def floor_bytes(
                 seen |= m
             first_read[s], wrote[s] = fr, w
         carried = np.logical_or.reduce(list(first_read.values())) if not interface(buffer) else None
+        mine = out[buffer] = {}
         for s in first_read:
-            read[s] += int(vol[first_read[s]].sum()) * itemsize
-            if scratch(buffer):
-                continue
             w = wrote[s] if carried is None else wrote[s] & carried
-            written[s] += int(vol[w].sum()) * itemsize
-    return [Bytes(r, w) for r, w in zip(read, written)]
+            written = 0 if scratch(buffer) else int(vol[w].sum()) * itemsize
+            mine[s] = Bytes(int(vol[first_read[s]].sum()) * itemsize, written)
+    return out
 
 
 def is_temporary(buffer: Hashable) -> bool:
@@ -293,6 +303,17 @@ class ProgramFloor:
 
 
 @dataclasses.dataclass(frozen=True)
+class BufferFloor:
+    """One buffer's bytes per dycore step at each floor (a program's temporary: all its calls)."""
+
+    names: tuple[str, ...]  # parameter names it was passed as ("name (temporary of program)")
+    interface: bool | None  # a buffer of `time_step`'s arguments (None: unknown or a temporary)
+    kernel: float
+    program: float
+    substep: float
+
+
+@dataclasses.dataclass(frozen=True)
 class StepFloors:
     """The three floors in bytes per dycore step (averaged over `steps` recorded steps)."""
 
@@ -303,6 +324,7 @@ class StepFloors:
     substep: float
     programs: tuple[ProgramFloor, ...]  # sorted by gap, largest first
     interface_known: bool  # False: every buffer's writes counted at the substep floor
+    buffers: tuple[BufferFloor, ...] = ()  # largest kernel-floor bytes first
 
     def ms(self, bytes_per_s: float) -> dict[str, float]:
         return {k: 1e3 * getattr(self, k) / bytes_per_s for k in ("kernel", "program", "substep")}
@@ -329,7 +351,12 @@ def step_floors(calls: Sequence[FloorCall], steps: int, interface: set[Hashable]
     for c, ks in zip(calls, touches):
         by_substep[c.substep] += [t for k in ks for t in k]
     inside = (lambda b: True) if interface is None else (lambda b: b in interface)
-    substep_bytes = floor_bytes([by_substep[s] for s in substeps], is_temporary, inside)
+    substep_by_buffer = floor_bytes_by_buffer([by_substep[s] for s in substeps], is_temporary, inside)
+    substep_bytes = [Bytes()] * len(substeps)
+    for per_scope in substep_by_buffer.values():
+        for s, b in per_scope.items():
+            substep_bytes[s] = substep_bytes[s] + b
+    buffers = _buffer_floors(calls, touches, substep_by_buffer, steps, interface)
 
     rows: dict[str, list[float]] = {}
     for c, kb, pb in zip(calls, kernel_bytes, program_bytes):
@@ -344,8 +371,43 @@ def step_floors(calls: Sequence[FloorCall], steps: int, interface: set[Hashable]
     return StepFloors(
         steps=steps, substeps=len(substeps), kernel=sum(kernel_bytes) / steps, program=sum(program_bytes) / steps,
         substep=sum(b.total for b in substep_bytes) / steps, programs=tuple(programs),
-        interface_known=interface is not None,
+        interface_known=interface is not None, buffers=buffers,
     )  # fmt: skip
+
+
+def _buffer_floors(
+    calls: Sequence[FloorCall], touches: list[list[list[Touch]]], substep_by_buffer: dict[Hashable, dict[int, Bytes]],
+    steps: int, interface: set[Hashable] | None,
+) -> tuple[BufferFloor, ...]:  # fmt: skip
+    """Per buffer (temporaries grouped per program and name): the floors' shares."""
+    names: dict[Hashable, set[str]] = {}
+    group: dict[Hashable, Hashable] = {}  # buffer key -> row key
+    for n, c in enumerate(calls):
+        for name in {t.name for k in c.cost.kernels if k.executed for t in k.traffic}:
+            if name in {t.name for t in c.program_ir.temporaries}:
+                group[("temporary", n, name)] = row = ("temporary", c.program, name)
+                names.setdefault(row, set()).add(f"{name} (temporary of {c.program})")
+                continue
+            value = c.offset_provider.get(name) if name in {t.name for t in c.program_ir.tables} else c.args.get(name)
+            frame = buffer_frame(value) if value is not None else None
+            key = frame[0] if frame else ("argument", n, name)
+            group[key] = key
+            names.setdefault(key, set()).add(name)
+    acc: dict[Hashable, list[float]] = {}
+
+    def add(per_buffer: dict[Hashable, dict[int, Bytes]], slot: int) -> None:
+        for key, per_scope in per_buffer.items():
+            acc.setdefault(group.get(key, key), [0.0, 0.0, 0.0])[slot] += sum(b.total for b in per_scope.values())
+
+    add(floor_bytes_by_buffer([k for ks in touches for k in ks]), 0)  # one scope per kernel
+    add(floor_bytes_by_buffer([[t for k in ks for t in k] for ks in touches], is_temporary), 1)
+    add(substep_by_buffer, 2)
+    rows = [
+        BufferFloor(tuple(sorted(names.get(key, {repr(key)}))),
+                    None if interface is None or is_temporary(key) else key in interface, *(v / steps for v in b))
+        for key, b in acc.items()
+    ]  # fmt: skip
+    return tuple(sorted(rows, key=lambda r: (-r.kernel, r.names)))
 
 
 def call_floors(program_ir: Any, args: Mapping[str, Any], offset_provider: Mapping[str, Any], cost: ProgramCost) -> tuple[int, int]:
@@ -356,6 +418,19 @@ def call_floors(program_ir: Any, args: Mapping[str, Any], offset_provider: Mappi
 
 
 # --- Markdown -------------------------------------------------------------------------------------
+
+
+def buffers_markdown(f: StepFloors, top: int = 30) -> str:
+    """The `top` buffers by kernel-floor bytes: what each floor keeps of them."""
+    lines = [
+        "| buffer (passed as) | interface | kernel MB | program MB | substep MB |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for b in f.buffers[:top] if top else f.buffers:
+        iface = {True: "yes", False: "no", None: "–"}[b.interface]
+        names = ", ".join(b.names[:4]) + (f" (+{len(b.names) - 4})" if len(b.names) > 4 else "")
+        lines.append(f"| {names} | {iface} | {b.kernel / 1e6:.4g} | {b.program / 1e6:.4g} | {b.substep / 1e6:.4g} |")
+    return "\n".join(lines)
 
 
 def markdown(f: StepFloors, bytes_per_s: float, top: int = 0) -> str:

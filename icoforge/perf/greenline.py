@@ -49,6 +49,7 @@ import numpy as np
 from icoforge.errors import IcoforgeError
 from icoforge.perf import roofline, timing
 from icoforge.perf.floors import FloorCall, FusionPair, StepFloors, fusion_pairs, interface_buffers, pairs_markdown, step_floors
+from icoforge.perf.floors import buffers_markdown
 from icoforge.perf.floors import markdown as floors_markdown
 from icoforge.perf.model import CallSizes, ProgramCost, program_cost
 from icoforge.perf.step_points import Launch, Row, aggregate, markdown_table, plot_step_roofline, totals
@@ -577,6 +578,18 @@ def floors_section(r: GreenlineRoofline) -> list[str]:
     return out + [floors_markdown(r.floors, r.ceiling.bytes_per_s), ""]
 
 
+def buffers_section(r: GreenlineRoofline, top: int = 30) -> list[str]:
+    if r.floors is None or not r.floors.buffers:
+        return []
+    return [
+        "## Buffers behind the floors", "",
+        f"The {min(top, len(r.floors.buffers))} buffers with the most kernel-floor bytes per dycore step and what the "
+        "program and substep floors keep of them (interface: a buffer of `time_step`'s arguments; a temporary is one "
+        "row for all calls of its program).", "",
+        buffers_markdown(r.floors, top), "",
+    ]  # fmt: skip
+
+
 def greenline_roofline_json(r: GreenlineRoofline) -> dict[str, Any]:
     """The report as plain data: setting, floors (`floors_ms`, `floors_bytes`), per-program floors, rows."""
     bw = r.ceiling.bytes_per_s
@@ -597,6 +610,7 @@ def greenline_roofline_json(r: GreenlineRoofline) -> dict[str, Any]:
             {"program": p.program, "calls_per_step": p.calls, "kernel_bytes": p.kernel_bytes, "program_bytes": p.program_bytes}
             for p in r.floors.programs
         ]
+        out["floors_buffers"] = [dataclasses.asdict(b) for b in r.floors.buffers]
     out["fusion_pairs"] = [dataclasses.asdict(p) for p in r.pairs]
     out["rows"] = [row(x) for x in r.rows]
     return out
@@ -643,6 +657,7 @@ def write_greenline_roofline(r: GreenlineRoofline, out: str | os.PathLike | None
             "no longer reads, plus the write of a temporary with a single consumer; each pair alone (pairs overlap).",
             "", pairs_markdown(r.pairs, bw, top), "",
         ]  # fmt: skip
+    lines += buffers_section(r)
     if r.program_rows and not r.program_level:
         lines += ["## Programs (model totals, measured call times)", "", markdown_table(r.program_rows, bw, 0), ""]
     if r.untimed:

@@ -159,6 +159,10 @@ def test_step_floors_shared_buffers_across_calls_and_substeps():
     assert f.kernel >= f.program >= f.substep and f.substeps == 2
     assert {r.program: r.gap for r in f.programs} == {"p0": 0, "p1": 0}
     assert step_floors(calls, steps=2).substep == f.substep / 2
+    # per buffer: the same totals, a buffer named by every parameter it was passed as
+    assert sum(b.kernel for b in f.buffers) == f.kernel and sum(b.program for b in f.buffers) == f.program
+    assert sum(b.substep for b in f.buffers) == f.substep
+    assert {b.names: b.substep for b in f.buffers} == {("a",): 2 * one, ("x",): 2 * one, ("y",): 2 * one}
 
 
 def test_internal_buffers_written_before_read_in_every_substep_are_substep_temporaries():
@@ -170,6 +174,8 @@ def test_internal_buffers_written_before_read_in_every_substep_are_substep_tempo
     assert step_floors(calls, 1).substep == 2 * 3 * one  # interface unknown: z's writes count
     iface = interface_buffers({"state": [a, out]})
     assert step_floors(calls, 1, iface).substep == 2 * 2 * one  # z internal, never carried: not written
+    z_row = next(b for b in step_floors(calls, 1, iface).buffers if b.names == ("z",))
+    assert (z_row.interface, z_row.kernel, z_row.program, z_row.substep) == (False, 4 * one, 4 * one, 0)
     # z read first in substep 1 (its value carried from substep 0): its writes count again
     carried = [_call(p0, {"a": a, "z": z}, 0), _call(p1, {"z": z, "out": out}, 0), _call(p1, {"z": z, "out": out}, 1)]
     assert step_floors(carried, 1, iface).substep == (3 * one) + (2 * one)
