@@ -4,6 +4,8 @@ worked out from the sizes in each test (n rows x levels x 8 bytes per float64 el
 
 from __future__ import annotations
 
+import dataclasses
+
 import gt4py.next as gtx
 import numpy as np
 import pytest
@@ -213,3 +215,57 @@ def test_fusion_pairs_point_column_and_temporaries():
     # b: read at k and k + 1 on half the rows; k1 wrote levels [0, L): level L still comes from memory
     assert (b.access, b.temporary) == ("column", False)
     assert b.saved_bytes == 2 * half * ROW
+
+
+def test_granule_floors_records_substeps_and_the_interface():
+    """`granule_floors` (what the side-by-side greenline calls) on a stand-in granule: a solver
+    whose `time_step` calls two compiled "programs" the way GT4Py does, through their pool."""
+    import functools
+    import types
+
+    from icoforge.perf.greenline import granule_floors
+
+    class Program:  # what icon4py binds: a GT4Py program with its pool of compiled variants
+        def __init__(self, pir):
+            def variant(*args, offset_provider):  # the stand-in computes nothing
+                return None
+
+            variant.icoforge_artifact = types.SimpleNamespace(program_ir=pir)
+            self.definition_stage = types.SimpleNamespace(definition=types.SimpleNamespace(__name__=pir.name))
+            self._compiled_programs = types.SimpleNamespace(compiled_programs={"v": variant})
+
+        def __call__(self, *args, offset_provider):
+            return self._compiled_programs.compiled_programs["v"](*args, offset_provider=offset_provider)
+
+    def compiled(pir):
+        return functools.partial(Program(pir))
+
+    p0 = dataclasses.replace(program([kernel("k0", "z", load("a"))], ["a", "z"]), name="p0")
+    p1 = dataclasses.replace(program([kernel("k0", "out", load("z"))], ["z", "out"]), name="p1")
+    a, z, out = fld(), fld(), fld()
+
+    class Solver:
+        def __init__(self):
+            self.prog0, self.prog1, self.z = compiled(p0), compiled(p1), z
+
+        def time_step(self, *, state):
+            for prog, args in ((self.prog0, (state["a"], self.z)), (self.prog1, (self.z, state["out"]))):
+                prog(*args, np.int32(N), offset_provider={})
+
+    solver = Solver()
+
+    class Granule:
+        gpu, sync, solver = False, staticmethod(lambda: None), None
+
+        def timed_dycore_steps(self, n):
+            for _ in range(n * 5):
+                self.solver.time_step(state={"a": a, "out": out})
+            return 0.0
+
+    g = Granule()
+    g.solver = solver
+    data = granule_floors(g, steps=2, bytes_per_s=1e9)
+    one = N * ROW
+    assert data["floors_bytes"] == {"kernel": 5 * 4 * one, "program": 5 * 4 * one, "substep": 5 * 2 * one}
+    assert data["floors_ms"]["substep"] == pytest.approx(1e3 * 5 * 2 * one / 1e9, rel=1e-3)
+    assert "time_step" not in vars(solver)  # the method is back
