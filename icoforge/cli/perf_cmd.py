@@ -147,6 +147,8 @@ def cmd_roofline(args: argparse.Namespace) -> int:
         )  # fmt: skip
     console.print(table)
     console.print(f"copy bandwidth {bw / 1e9:.1f} GB/s ({m.ceiling.how}); FP64 peak {m.peak_flops / 1e9:.0f} GFLOP/s ({m.peak_how})")
+    if m.floors is not None:
+        console.print(m.floors_note())
     console.print(f"wrote {fig.png} and {fig.markdown}")
     return 0
 
@@ -177,6 +179,8 @@ def cmd_roofline_greenline(args: argparse.Namespace) -> int:
         )  # fmt: skip
         fig = write_greenline_roofline(r, args.out)
     level = "program (program-level time)" if r.program_level else "kernel"
+    if r.floors is not None:  # above the kernel table, as in the Markdown
+        console.print(_floors_table(r.floors, r.ceiling.bytes_per_s))
     table = Table(title=f"greenline on {r.grid}/{r.levels}, {r.backend} ({r.device}), per dycore step")
     for col in (level, "program", "calls", "MB", "MFLOP", "flop/B", "ms", "GB/s", "% of copy"):
         table.add_column(col, justify="left" if col in (level, "program") else "right")
@@ -199,8 +203,19 @@ def cmd_roofline_greenline(args: argparse.Namespace) -> int:
     )
     console.print(f"time: {r.timing}")
     console.print(f"copy bandwidth {bw / 1e9:.1f} GB/s ({r.ceiling.how}); FP64 peak {r.peak_flops / 1e9:.0f} GFLOP/s ({r.peak_how})")
-    console.print(f"wrote {fig.png} and {fig.markdown}")
+    console.print(f"wrote {fig.png}, {fig.markdown} and {fig.markdown.with_suffix('.json')}")
     return 0
+
+
+def _floors_table(floors, bw: float) -> Table:
+    table = Table(title="compulsory-byte floors per dycore step (icoforge/perf/floors.py)")
+    for col in ("floor", "MB", "ms at copy bandwidth", "of kernel floor"):
+        table.add_column(col, justify="left" if col == "floor" else "right")
+    ms = floors.ms(bw)
+    for key in ("kernel", "program", "substep"):
+        b = getattr(floors, key)
+        table.add_row(f"per {key}", f"{b / 1e6:.3f}", f"{ms[key]:.4f}", f"{100 * b / floors.kernel if floors.kernel else 0:.1f} %")
+    return table
 
 
 # --- profile --------------------------------------------------------------------------------------

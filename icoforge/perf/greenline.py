@@ -23,6 +23,9 @@ How (one backend, data flowing down):
      so the solver's state is left as the step left it;
    * CPU (`cpu_timing="program"`): one point per program (sum of its calls), labelled program-level;
 5. `step_points.aggregate`: per (program, kernel), summed over calls and divided by `steps`.
+6. floors (floors.py): the kernel, program and substep compulsory-byte floors of the recorded calls,
+   buffers identified by their arrays, substeps by the wrapped `time_step`; `granule_floors` does
+   steps 2 and 6 alone for another caller (the side-by-side greenline's granule-latest.json).
 
 The copy-bandwidth ceiling is measured in the same run (timing.py), the FP64 peak as for one
 program (measure.py). With `gpu_lock`, steps 2, 4 and the ceiling hold an exclusive flock on that
@@ -34,6 +37,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import dataclasses
+import json
 import os
 import statistics
 import time
@@ -44,6 +48,9 @@ import numpy as np
 
 from icoforge.errors import IcoforgeError
 from icoforge.perf import roofline, timing
+from icoforge.perf.floors import FloorCall, FusionPair, StepFloors, fusion_pairs, interface_buffers, pairs_markdown, step_floors
+from icoforge.perf.floors import buffers_markdown
+from icoforge.perf.floors import markdown as floors_markdown
 from icoforge.perf.model import CallSizes, ProgramCost, program_cost
 from icoforge.perf.step_points import Launch, Row, aggregate, markdown_table, plot_step_roofline, totals
 
@@ -65,6 +72,7 @@ class Call:
     offset_provider: Any
     seconds: float  # wall clock between device synchronisations
     launches: list[tuple[str, Any, Any]] = dataclasses.field(default_factory=list)  # GPU: KernelTimer records
+    substep: int = -1  # which `time_step` call of the capture it ran in (-1: outside one)
 
     @property
     def program_ir(self) -> Any:
@@ -91,7 +99,9 @@ def bound_pools(solver: Any) -> list[tuple[str, Any]]:
 class Capture:
     """While active, every loaded compiled variant of the solver's programs is wrapped: device
     synchronisation, the call (optionally after `prime(program)` and with its runtime's
-    KernelTimer records collected), synchronisation; one `Call` per call in `calls`."""
+    KernelTimer records collected), synchronisation; one `Call` per call in `calls`. The solver's
+    `time_step` is wrapped too: each call is tagged with its substep, and `interface` collects the
+    buffers of `time_step`'s arguments (the floors' interface, floors.py)."""
 
     def __init__(
         self, solver: Any, sync: Callable[[], None], prime: Callable[[str], None] | None = None,
@@ -100,6 +110,9 @@ class Capture:
         self.solver, self.sync, self.prime, self.timers = solver, sync, prime, timers or {}
         self.calls: list[Call] = []
         self._swapped: list[tuple[Any, Any, Any]] = []
+        self.substep = -1
+        self.interface: set[Any] = set()
+        self._time_step: tuple[Any, bool] | None = None
 
     def variants(self) -> list[tuple[str, Any]]:
         """(program, loaded variant) of every program; a variant seen twice counts once."""
@@ -124,7 +137,7 @@ class Capture:
             t0 = clock()
             result = fn(*args, offset_provider=offset_provider, **kwargs)
             sync()
-            call = Call(program, fn, args, offset_provider, clock() - t0)
+            call = Call(program, fn, args, offset_provider, clock() - t0, substep=self.substep)
             if timer is not None:
                 call.launches = timer.records[n0:]
             calls.append(call)
@@ -141,12 +154,30 @@ class Capture:
                 seen.add(id(fn))
                 pool.compiled_programs[key] = self._wrap(name, fn)
                 self._swapped.append((pool, key, fn))
+        original = getattr(self.solver, "time_step", None)
+        if original is not None:
+            own = "time_step" in vars(self.solver)
+
+            def time_step(*args: Any, **kwargs: Any) -> Any:
+                self.substep += 1
+                self.interface |= interface_buffers(*args, *kwargs.values())
+                return original(*args, **kwargs)
+
+            self.solver.time_step = time_step  # an instance attribute shadows the method
+            self._time_step = (original, own)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         for pool, key, fn in self._swapped:
             pool.compiled_programs[key] = fn
         self._swapped.clear()
+        if self._time_step is not None:
+            original, own = self._time_step
+            if own:
+                self.solver.time_step = original
+            else:
+                del self.solver.time_step
+            self._time_step = None
 
 
 # --- costs ----------------------------------------------------------------------------------------
@@ -183,6 +214,39 @@ class CostCache:
         if key not in self._memo:
             self._memo[key] = program_cost(pir, sizes)
         return self._memo[key]
+
+
+def floor_calls(calls: list[Call], costs: list[ProgramCost | None]) -> list[FloorCall]:
+    """The recorded calls with kernel IR (compiled by icoforge) as floors.py takes them."""
+    out = []
+    for c, cost in zip(calls, costs):
+        if cost is None:
+            continue
+        names = [p.name for p in c.program_ir.params]
+        out.append(FloorCall(c.program, c.program_ir, dict(zip(names, c.args)), c.offset_provider, cost, c.substep))
+    return out
+
+
+def floors_of(calls: list[Call], costs: list[ProgramCost | None], steps: int, interface: set[Any] | None) -> StepFloors:
+    """The three floors (floors.py) of recorded calls, per dycore step; calls without kernel IR
+    (not compiled by icoforge) are in no floor."""
+    return step_floors(floor_calls(calls, costs), steps, interface)
+
+
+def granule_floors(granule: Any, steps: int = 1, bytes_per_s: float | None = None) -> dict[str, Any]:
+    """For benchmarks/granule-latest.json: run `steps` dycore steps of a set-up icoforge granule
+    (`icoforge.granule.runner.Granule`; the state advances) with every program call recorded and
+    return `{"floors_ms": {"kernel", "program", "substep"}, "floors_bytes": {...},
+    "floors_bandwidth_GBps"}` at `bytes_per_s` (default: the copy bandwidth measured now, as the
+    roofline does). Only icoforge backends have kernel IR: for a peer backend every floor is 0."""
+    capture = Capture(granule.solver, granule.sync)
+    with capture:
+        granule.timed_dycore_steps(steps)
+    costs_of = CostCache()
+    floors = floors_of(capture.calls, [costs_of(c) for c in capture.calls], steps, capture.interface)
+    if bytes_per_s is None:
+        bytes_per_s = (timing.gpu_copy_bandwidth() if granule.gpu else timing.cpu_copy_bandwidth()).bytes_per_s
+    return floors.to_json(bytes_per_s)
 
 
 def kernel_launches(call: Call, cost: ProgramCost, seconds: dict[str, float] | None) -> list[Launch]:
@@ -297,6 +361,8 @@ class GreenlineRoofline:
     ceiling: timing.Ceiling
     peak_flops: float
     peak_how: str
+    floors: StepFloors | None = None  # the three compulsory-byte floors per dycore step
+    pairs: list[FusionPair] = dataclasses.field(default_factory=list)  # producer -> consumer inside programs
 
     @property
     def kernel_seconds(self) -> float | None:
@@ -368,6 +434,9 @@ def measure_greenline(
         calls = capture.calls
         costs_of = CostCache()
         costs = [costs_of(c) for c in calls]
+        status("floors: kernel, program, substep")
+        floors = floors_of(calls, costs, steps, capture.interface)
+        pairs = fusion_pairs(floor_calls(calls, costs), steps)
 
         launches: list[Launch] = []
         if gpu:
@@ -419,7 +488,8 @@ def measure_greenline(
         grid=g_cpu.name, levels=levels, backend=backend, device=device, steps=steps, timing=how, rows=rows,
         program_rows=program_rows, not_executed=sorted(every - executed), unmodelled=unmodelled, untimed=untimed,
         variants=variants,
-        step_seconds=step_total / steps, ceiling=ceiling, peak_flops=peak, peak_how=peak_how,
+        step_seconds=step_total / steps, ceiling=ceiling, peak_flops=peak, peak_how=peak_how, floors=floors,
+        pairs=pairs,
     )  # fmt: skip
 
 
@@ -485,8 +555,69 @@ def _gpu_kernel_launches(granule: Any, calls: list[Call], steps: int, dycore_ste
 # --- files ----------------------------------------------------------------------------------------
 
 
+FLOORS_NOTE = (
+    "Compulsory bytes per dycore step at three scopes (icoforge/perf/floors.py), fields identified by buffer "
+    "(allocation, dtype, strides), not by name: **kernel** = each kernel moves its own reads and writes (the "
+    "table below sums to it); **program** = each element a program call touches moves once (read if its first "
+    "access in the call is a read, written if the call writes it; temporaries of the call move nothing); "
+    "**substep** = the same across all program calls of one `time_step`, and solver-owned buffers that every "
+    "substep overwrites before reading are not written either (buffers of `time_step`'s arguments always are). "
+    "The gaps between the lines are what fusion inside programs, then across programs, could still save."
+)
+
+
+def floors_section(r: GreenlineRoofline) -> list[str]:
+    """Markdown lines: the three floors and the per-program gap table (empty without floors)."""
+    if r.floors is None:
+        return []
+    out = ["## Floors", "", FLOORS_NOTE, ""]
+    if not r.floors.interface_known:
+        out += ["(`time_step`'s arguments were not recorded: every buffer's writes count at the substep floor.)", ""]
+    if r.unmodelled:
+        out += [f"({len(r.unmodelled)} program(s) not compiled by icoforge are in no floor.)", ""]
+    return out + [floors_markdown(r.floors, r.ceiling.bytes_per_s), ""]
+
+
+def buffers_section(r: GreenlineRoofline, top: int = 30) -> list[str]:
+    if r.floors is None or not r.floors.buffers:
+        return []
+    return [
+        "## Buffers behind the floors", "",
+        f"The {min(top, len(r.floors.buffers))} buffers with the most kernel-floor bytes per dycore step and what the "
+        "program and substep floors keep of them (interface: a buffer of `time_step`'s arguments; a temporary is one "
+        "row for all calls of its program).", "",
+        buffers_markdown(r.floors, top), "",
+    ]  # fmt: skip
+
+
+def greenline_roofline_json(r: GreenlineRoofline) -> dict[str, Any]:
+    """The report as plain data: setting, floors (`floors_ms`, `floors_bytes`), per-program floors, rows."""
+    bw = r.ceiling.bytes_per_s
+
+    def row(x: Row) -> dict[str, Any]:
+        return {"kernel": x.kernel, "program": x.program, "calls_per_step": x.calls_per_step,
+                "bytes_per_step": x.bytes_per_step, "flops_per_step": x.flops_per_step,
+                "ms_per_step": None if x.seconds_per_step is None else x.seconds_per_step * 1e3}  # fmt: skip
+
+    out: dict[str, Any] = {
+        "grid": r.grid, "levels": r.levels, "backend": r.backend, "device": r.device, "steps": r.steps,
+        "bandwidth_GBps": round(bw / 1e9, 2), "ceiling": r.ceiling.how, "timing": r.timing,
+        "step_ms": r.step_seconds * 1e3, "kernel_ms": None if r.kernel_seconds is None else r.kernel_seconds * 1e3,
+    }  # fmt: skip
+    if r.floors is not None:
+        out.update(r.floors.to_json(bw))
+        out["floors_programs"] = [
+            {"program": p.program, "calls_per_step": p.calls, "kernel_bytes": p.kernel_bytes, "program_bytes": p.program_bytes}
+            for p in r.floors.programs
+        ]
+        out["floors_buffers"] = [dataclasses.asdict(b) for b in r.floors.buffers]
+    out["fusion_pairs"] = [dataclasses.asdict(p) for p in r.pairs]
+    out["rows"] = [row(x) for x in r.rows]
+    return out
+
+
 def write_greenline_roofline(r: GreenlineRoofline, out: str | os.PathLike | None = None, top: int = TOP_LABELS) -> roofline.Figure:
-    """PNG and Markdown (same stem); `out` defaults to roofline_greenline_<grid>_<levels>_<backend>.png."""
+    """PNG, Markdown and JSON (same stem); `out` defaults to roofline_greenline_<grid>_<levels>_<backend>.png."""
     out = out or f"roofline_greenline_{r.grid}_{r.levels}_{r.backend}.png"
     level = "program-level" if r.program_level else "per kernel"
     title = f"greenline (SolveNonhydro dycore step) on {r.grid}/{r.levels} levels, {r.backend}, {level}"
@@ -512,9 +643,21 @@ def write_greenline_roofline(r: GreenlineRoofline, out: str | os.PathLike | None
         "- bytes: compulsory traffic from the kernel IR for each call's own arguments (each element read once, "
         "written once, neighbour tables counted); GB/s = bytes / time",
         "",
+        *floors_section(r),
+        "## Kernels",
+        "",
         markdown_table(r.rows, bw, top),
         "",
     ]
+    if r.pairs:
+        lines += [
+            "## Producer -> consumer pairs inside programs (fusion candidates)", "",
+            "A kernel reads a field another kernel of the same call wrote last, at the same point, in the same column "
+            "(other levels) or through a neighbour table (fusing needs recomputation there). Saved: what the consumer "
+            "no longer reads, plus the write of a temporary with a single consumer; each pair alone (pairs overlap).",
+            "", pairs_markdown(r.pairs, bw, top), "",
+        ]  # fmt: skip
+    lines += buffers_section(r)
     if r.program_rows and not r.program_level:
         lines += ["## Programs (model totals, measured call times)", "", markdown_table(r.program_rows, bw, 0), ""]
     if r.untimed:
@@ -527,4 +670,5 @@ def write_greenline_roofline(r: GreenlineRoofline, out: str | os.PathLike | None
         lines += [f"- {x.program}: {x.calls_per_step:g} calls, {(x.seconds_per_step or 0) * 1e3:.3f} ms per step"
                   for x in r.unmodelled] + [""]  # fmt: skip
     md.write_text("\n".join(lines))
+    md.with_suffix(".json").write_text(json.dumps(greenline_roofline_json(r), indent=1) + "\n")
     return dataclasses.replace(fig, markdown=md)

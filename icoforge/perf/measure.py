@@ -16,6 +16,7 @@ from typing import Any
 
 from icoforge.errors import IcoforgeError
 from icoforge.perf import roofline, timing
+from icoforge.perf.floors import call_floors
 from icoforge.perf.model import ProgramCost, cost_of_call
 
 BACKENDS = ("icoforge-cpu", "icoforge-cuda", "icoforge-hip")
@@ -39,6 +40,18 @@ class Measurement:
     ceiling: timing.Ceiling
     peak_flops: float
     peak_how: str
+    floors: tuple[int, int] | None = None  # (kernel floor, program floor) in bytes (floors.py)
+
+    def floors_note(self) -> str | None:
+        """One line: the kernel and program floors of the call, bytes and ms at the copy bandwidth."""
+        if self.floors is None:
+            return None
+        (kb, pb), bw = self.floors, self.ceiling.bytes_per_s
+        return (
+            f"floors: per kernel {kb / 1e6:.4g} MB ({1e3 * kb / bw:.4g} ms at copy bandwidth), per program call "
+            f"{pb / 1e6:.4g} MB ({1e3 * pb / bw:.4g} ms): fusing the kernels could save up to {(kb - pb) / 1e6:.4g} MB "
+            "(each element the call touches moved once, temporaries not at all; icoforge/perf/floors.py)"
+        )
 
     def points(self) -> list[roofline.Point]:
         """Each executed kernel; the program as the sum of its kernels' medians ("all kernels",
@@ -97,6 +110,7 @@ def measure(
     status(f"GT4Py passes and lowering of {program}")
     pir = suite_program_ir(info, grid, args)  # the kernels `prepare` compiles (static int scalars)
     cost = cost_of_call(pir, args, grid.connectivities)
+    floors = call_floors(pir, args, grid.connectivities, cost)
     executed = [k.name for k in cost.kernels if k.executed]
 
     status(f"compiling {program} for {backend}")
@@ -122,7 +136,8 @@ def measure(
             raise IcoforgeError(f"no FP64 peak known for {device}: pass --peak-gflops")
     if peak_gflops is not None:
         peak, peak_how = peak_gflops * 1e9, "given"
-    return Measurement(program, grid.name, int(grid.num_levels), backend, device, cost, kernels, whole, ceiling, peak, peak_how)
+    return Measurement(program, grid.name, int(grid.num_levels), backend, device, cost, kernels, whole, ceiling, peak, peak_how,
+                       floors)  # fmt: skip
 
 
 def write_roofline(m: Measurement, out: str | os.PathLike | None = None) -> roofline.Figure:
@@ -136,5 +151,7 @@ def write_roofline(m: Measurement, out: str | os.PathLike | None = None) -> roof
         f"ceiling: {m.ceiling.how}; FP64 peak: {m.peak_how}",
         f"whole call: median {m.whole.median * 1e3:.3f} ms over {len(m.whole.samples)} calls (spread {m.whole.spread:.0%})",
     ]
+    if m.floors is not None:
+        notes.append(m.floors_note())
     md = roofline.write_report(points, m.ceiling.bytes_per_s, m.peak_flops, fig.png, title, notes)
     return dataclasses.replace(fig, markdown=md)

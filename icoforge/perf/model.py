@@ -40,6 +40,9 @@ class Traffic:
     mode: str  # "read" | "write" | "table"
     elements: int
     bytes: int
+    # the index range touched per dimension, in the field's own index space (GT4Py domain indices;
+    # temporaries: their domain; tables: rows x neighbour slots): what floors.py unions across kernels
+    box: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -183,8 +186,9 @@ def _merge(old: Access | None, new: Access | None) -> Access | None:
     return None  # e.g. the same dimension by `k` and by a constant: whole extent (rare)
 
 
-def _span(acc: Access | None, extent: tuple[int, int], h: tuple[int, int], kr: tuple[int, int]) -> int:
-    """Number of indices along one dimension that an access touches, within the field's extent."""
+def _range(acc: Access | None, extent: tuple[int, int], h: tuple[int, int], kr: tuple[int, int]) -> tuple[int, int]:
+    """Index range [lo, hi) along one dimension that an access touches, within the field's extent
+    (hi == lo when it touches nothing)."""
     lo, hi = extent
     if acc is not None and acc.kind == "h":
         lo, hi = max(lo, h[0]), min(hi, h[1])
@@ -193,7 +197,7 @@ def _span(acc: Access | None, extent: tuple[int, int], h: tuple[int, int], kr: t
     elif acc is not None and acc.kind == "const":
         lo, hi = max(lo, acc.lo), min(hi, acc.hi + 1)
     # "table", "local" and data-dependent (None): the field's whole extent
-    return max(hi - lo, 0)
+    return (lo, max(hi, lo))
 
 
 def _defs(k: ir.Kernel) -> dict[str, ir.Expr]:
@@ -259,21 +263,23 @@ def kernel_cost(
 
     for name, accs in read_accesses(k, program).items():
         f = program.field(name)
-        n = math.prod(_span(a, ext, h, kr) for a, ext in zip(accs, extent(name)))
-        traffic.append(Traffic(name, "read", n, n * ITEMSIZE[f.dtype]))
+        box = tuple(_range(a, ext, h, kr) for a, ext in zip(accs, extent(name)))
+        n = math.prod(b - a for a, b in box)
+        traffic.append(Traffic(name, "read", n, n * ITEMSIZE[f.dtype], box))
     for name in k.fields_written():
         f = program.field(name)
-        n = math.prod(
-            _span(Access("k") if kinds.get(d) == "vertical" else Access("h"), ext, h, kr)
+        box = tuple(
+            _range(Access("k") if kinds.get(d) == "vertical" else Access("h"), ext, h, kr)
             for d, ext in zip(f.dims, extent(name))
         )
-        traffic.append(Traffic(name, "write", n, n * ITEMSIZE[f.dtype]))
+        n = math.prod(b - a for a, b in box)
+        traffic.append(Traffic(name, "write", n, n * ITEMSIZE[f.dtype], box))
     tables = {t.name: t for t in program.tables}
     for name, direct in table_rows_used(k).items():
         tb = tables[name]
-        rows = nh if direct else sizes.tables.get(name, (nh, 0))[0]
-        n = rows * tb.max_neighbors
-        traffic.append(Traffic(name, "table", n, n * ITEMSIZE[tb.dtype]))
+        rows = (h[0], h[0] + nh) if direct else (0, sizes.tables.get(name, (nh, 0))[0])
+        n = (rows[1] - rows[0]) * tb.max_neighbors
+        traffic.append(Traffic(name, "table", n, n * ITEMSIZE[tb.dtype], (rows, (0, tb.max_neighbors))))
 
     kind = f"scan({'forward' if k.forward else 'backward'})" if k.is_scan else "map"
     return KernelCost(

@@ -20,6 +20,7 @@ def test_greenline_kernels_timed_with_events(tiny_grid, tmp_path):
     assert 0 < r.kernel_seconds < r.step_seconds
     assert sum(x.bytes_per_step for x in r.rows) == sum(x.bytes_per_step for x in r.program_rows)
     fig = write_greenline_roofline(r, tmp_path / "gpu.png")
-    rows = parse_markdown_table(fig.markdown.read_text())
+    rows = parse_markdown_table(fig.markdown.read_text().split("## Kernels\n", 1)[1])  # the floors' tables come first
     assert len([x for x in rows if not x["kernel"].startswith("**")]) == len(r.rows)
+    assert r.floors is not None and r.floors.kernel >= r.floors.program >= r.floors.substep > 0
     assert r.ceiling.bytes_per_s > 1e11

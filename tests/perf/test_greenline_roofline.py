@@ -42,13 +42,18 @@ def _ms(cell: str) -> float:
     return float(cell)
 
 
+def kernel_table(md: str) -> list[dict[str, str]]:
+    """The kernel table (the floors' tables come first)."""
+    return parse_markdown_table(md.split("## Kernels\n", 1)[1])
+
+
 @pytest.mark.slow
 def test_files_rows_and_every_kernel(run):
     r, fig = run
     assert fig.png.name == "greenline_R2B3.png" and fig.png.read_bytes()[:8] == PNG_MAGIC
     md = fig.markdown.read_text()
     assert fig.png.name in md
-    rows = parse_markdown_table(md)
+    rows = kernel_table(md)
     kernel_rows = [row for row in rows if not row["kernel"].startswith("**")]
     assert len(kernel_rows) == len(r.rows) > 30
     for row in kernel_rows:
@@ -73,7 +78,7 @@ def test_files_rows_and_every_kernel(run):
 @pytest.mark.slow
 def test_per_step_totals_are_consistent(run):
     r, fig = run
-    rows = parse_markdown_table(fig.markdown.read_text())
+    rows = kernel_table(fig.markdown.read_text())
     total = next(row for row in rows if row["kernel"] == "**all kernels**")
     kernel_ms = sum(_ms(row["ms/step"]) for row in rows if not row["kernel"].startswith("**"))
     assert float(total["ms/step"]) == pytest.approx(kernel_ms, rel=1e-3)
@@ -99,6 +104,36 @@ def test_program_level_files(run, tmp_path):
     fig = write_greenline_roofline(prog, tmp_path / "p.png")
     md = fig.markdown.read_text()
     assert "program-level" in md and "## Kernels behind the program-level points" in md
-    rows = parse_markdown_table(md)
+    rows = kernel_table(md)
     assert {row["program"] for row in rows if row["kernel"] == "*(program-level)*"} == {x.program for x in r.program_rows}
     assert all(f"`{x.kernel}`" in md for x in r.rows)
+
+
+@pytest.mark.slow
+def test_floors_from_the_recorded_calls(run):
+    """kernel >= program >= substep floor; the kernel floor is the kernel table's total; Markdown
+    (above the kernel table) and JSON carry them."""
+    import json
+
+    r, fig = run
+    f = r.floors
+    assert f is not None and f.interface_known and f.steps == r.steps and f.substeps == 5 * r.steps
+    assert f.kernel >= f.program >= f.substep > 0
+    assert f.kernel == pytest.approx(sum(x.bytes_per_step for x in r.rows))  # the same calls, the same model
+    per_program = {x.program: pytest.approx(x.bytes_per_step) for x in r.program_rows}
+    assert {p.program: p.kernel_bytes for p in f.programs} == per_program
+    # a program moves something at its program floor iff its kernels do (update_theta_and_exner_in_halo
+    # runs no kernel on a global grid)
+    assert all(p.kernel_bytes >= p.program_bytes and (p.program_bytes > 0) == (p.kernel_bytes > 0) for p in f.programs)
+    gaps = [p.gap for p in f.programs]
+    assert gaps == sorted(gaps, reverse=True) and gaps[0] > 0  # some program has kernels to fuse
+    md = fig.markdown.read_text()
+    assert md.index("## Floors") < md.index("## Kernels")
+    floors = parse_markdown_table(md.split("## Floors", 1)[1])
+    assert [row["floor"] for row in floors] == ["per kernel", "per program call", "per substep"]
+    assert float(floors[1]["MB per dycore step"]) == pytest.approx(f.program / 1e6, rel=1e-3)
+    data = json.loads(fig.markdown.with_suffix(".json").read_text())
+    ms = data["floors_ms"]
+    assert set(ms) == {"kernel", "program", "substep"} and ms["kernel"] >= ms["program"] >= ms["substep"] > 0
+    assert data["floors_bytes"]["program"] == round(f.program)
+    assert ms["substep"] == pytest.approx(1e3 * f.substep / r.ceiling.bytes_per_s, rel=1e-3)

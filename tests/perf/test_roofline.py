@@ -35,6 +35,10 @@ def test_cpu_run_roofline(tiny_grid, tmp_path):
     md = fig.markdown.read_text()
     assert "my_roofline.png" in md and "comp_dive_flux_rho_thet_k0" in md and "% of copy BW" in md
     assert "*compute_divergence_of_fluxes_of_rho_and_theta (whole call)*" in md  # wall clock: in the table
+    # kernel vs program floor of the call (floors.py): the kernel floor is the model's total
+    kernel_b, program_b = m.floors
+    assert kernel_b == m.cost.bytes and 0 < program_b <= kernel_b
+    assert f"per program call {program_b / 1e6:.4g} MB" in md
 
 
 def test_points_placed_and_labelled(tmp_path):
