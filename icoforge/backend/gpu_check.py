@@ -43,6 +43,11 @@ _SPILL = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) b
 _SMEM = re.compile(r"(\d+) bytes smem")
 
 
+def available_compilers() -> tuple[str, ...]:
+    """"nvcc" and/or "hipcc", whichever is installed here."""
+    return tuple(c for c, found in (("nvcc", find_nvcc()), ("hipcc", find_hipcc())) if found)
+
+
 def parse_ptxas(report: str) -> list[KernelResources]:
     out: list[KernelResources] = []
     current = None

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from icoforge.backend import make_backend
 from icoforge.errors import UnknownNameError
 
 
@@ -45,8 +46,6 @@ def _dace_gpu() -> Any:
 
 def _icoforge(target: str) -> Callable[[], Any]:
     def make() -> Any:
-        from icoforge.backend import make_backend  # written alongside; imported only when used
-
         return make_backend(target)
 
     return make
