@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
+from icoforge import settings
 from icoforge.errors import IcoforgeError
 
 
@@ -88,7 +89,7 @@ def hipcc_check(source: str, arch: str = "gfx90a") -> list[KernelResources]:
         src = os.path.join(d, "k.hip")
         with open(src, "w") as f:
             f.write(source)
-        env = {**os.environ, "HIP_PLATFORM": "amd"}
+        env = settings.environment(HIP_PLATFORM="amd")
         cmd = [hipcc, f"--offload-arch={arch}", "-std=c++17", "-O3", "-c", src, "-o", os.path.join(d, "k.o"),
                "-Rpass-analysis=kernel-resource-usage"]  # fmt: skip
         res = subprocess.run(cmd, capture_output=True, text=True, env=env)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -251,48 +250,29 @@ class ProgramSchedule:
         return self.dumps()
 
 
-SCHEDULE_ENV = "ICOFORGE_SCHEDULE"
-
-
-def schedule_from_env(vendor: str) -> ProgramSchedule:
-    """The schedule of icoforge GPU backends made by name (`icoforge-cuda` in the granule, `icoforge
-    run`): `$ICOFORGE_SCHEDULE` (ProgramSchedule JSON, or the path of a JSON file) if set, else the
-    vendor default. A JSON without "default" keeps the vendor default for unlisted kernels."""
-    text = os.environ.get(SCHEDULE_ENV, "").strip()
+def schedule_from_text(text: str, vendor: str, where: str = "schedule") -> ProgramSchedule:
+    """A ProgramSchedule from JSON or the path of a JSON file (what `--schedule` and
+    `$ICOFORGE_SCHEDULE` hold); "" is the vendor default. A JSON without "default" keeps the
+    vendor default for unlisted kernels. Errors name `where`."""
+    text = text.strip()
     if not text:
         return ProgramSchedule(default=VENDOR_DEFAULTS[vendor])
     if not text.startswith("{"):
         try:
             text = open(text).read()
         except OSError as e:
-            raise ScheduleError(f"${SCHEDULE_ENV}: neither JSON nor a readable file ({e})") from None
+            raise ScheduleError(f"{where}: neither JSON nor a readable file ({e})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ScheduleError(f"${SCHEDULE_ENV}: not valid JSON ({e})") from None
+        raise ScheduleError(f"{where}: not valid JSON ({e})") from None
     if not isinstance(data, dict):
-        raise ScheduleError(f"${SCHEDULE_ENV}: a JSON object is needed, got {type(data).__name__}")
+        raise ScheduleError(f"{where}: a JSON object is needed, got {type(data).__name__}")
     data.setdefault("default", VENDOR_DEFAULTS[vendor].to_json())
     try:
         return ProgramSchedule.from_json(data)
     except (TypeError, ValueError, AttributeError) as e:  # e.g. "default": 5
-        raise ScheduleError(f"${SCHEDULE_ENV}: not a schedule ({e})") from None
-
-
-def use_schedule(text: str) -> None:
-    """`--schedule` of `icoforge greenline` and `icoforge run`: check the schedule (JSON or a JSON
-    file) now, before minutes of compiling, and make it `$ICOFORGE_SCHEDULE` for this process and
-    the compile workers it starts."""
-    old = os.environ.get(SCHEDULE_ENV)
-    os.environ[SCHEDULE_ENV] = text
-    try:
-        schedule_from_env("cuda").default.validate("--schedule")
-    except ScheduleError as e:
-        if old is None:
-            os.environ.pop(SCHEDULE_ENV, None)
-        else:
-            os.environ[SCHEDULE_ENV] = old
-        raise ScheduleError(f"--schedule: {str(e).removeprefix(f'${SCHEDULE_ENV}: ')}") from None
+        raise ScheduleError(f"{where}: not a schedule ({e})") from None
 
 
 VENDOR_DEFAULTS = {

@@ -112,7 +112,7 @@ def cmd_greenline(args: argparse.Namespace) -> int:
     from icoforge.granule.greenline import GreenlineOptions, run_greenline
 
     if args.schedule:
-        from icoforge.backend.schedule import use_schedule
+        from icoforge.suite.backends import use_schedule
 
         use_schedule(args.schedule)
     opts = GreenlineOptions(

@@ -171,7 +171,7 @@ def code_pages(pir: Any, target: str, schedule: Any) -> list[Page]:
     lexer = "cuda" if target == "cuda" else "cpp"
     for k in pir.kernels():
         pages.append(Page("code", f"{target.upper()} of {k.name}", render_kernel_gpu(k, pir, launches[k.name], target), lexer))
-    pages.append(Page("code", "host plan (Python)", render_host_plan(pir, schedule, target), "python"))
+    pages.append(Page("code", "host plan (Python)", render_host_plan(pir, launches), "python"))
     return pages
 
 
@@ -187,11 +187,12 @@ def parse_diff_spec(spec: str) -> list[str]:
 
 def diff_page(pir: Any, target: str, settings: list[str], other: list[str]) -> Page:
     from icoforge.backend.codegen.cuda import render_module_gpu
+    from icoforge.backend.schedule import resolve
 
     vendor = "cuda" if target == "cpp" else target
     a, b = gpu_schedule(vendor, settings), gpu_schedule(vendor, [*settings, *other])
-    left = render_module_gpu(pir, a, vendor).splitlines(keepends=True)
-    right = render_module_gpu(pir, b, vendor).splitlines(keepends=True)
+    left = render_module_gpu(pir, resolve(pir, a, vendor), vendor).splitlines(keepends=True)
+    right = render_module_gpu(pir, resolve(pir, b, vendor), vendor).splitlines(keepends=True)
     name_a, name_b = a.default.describe(), b.default.describe()
     text = "".join(difflib.unified_diff(left, right, f"{vendor}: {name_a}", f"{vendor}: {name_b}", n=2))
     return Page("diff", f"{vendor.upper()} code: {' '.join(settings) or 'default'} -> {' '.join(other)}",

@@ -8,11 +8,12 @@ and our own backend are imported only when asked for.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
 from typing import Any
 
+from icoforge import settings
 from icoforge.backend import make_backend
+from icoforge.backend.schedule import ProgramSchedule, ScheduleError, schedule_from_text
 from icoforge.errors import UnknownNameError
 
 
@@ -46,9 +47,31 @@ def _dace_gpu() -> Any:
 
 def _icoforge(target: str) -> Callable[[], Any]:
     def make() -> Any:
-        return make_backend(target)
+        if target == "cpu":  # the C++ target has no schedule
+            return make_backend(target)
+        return make_backend(target, schedule=schedule_from_env(target.removeprefix("emulated-")))
 
     return make
+
+
+def schedule_from_env(vendor: str) -> ProgramSchedule:
+    """The schedule of icoforge GPU backends made by name (`icoforge-cuda` in the granule, `icoforge
+    run`): `--schedule` / `$ICOFORGE_SCHEDULE` (ProgramSchedule JSON, or the path of a JSON file)
+    if set, else the vendor default. A JSON without "default" keeps the vendor default for
+    unlisted kernels."""
+    return schedule_from_text(settings.current().schedule, vendor, "$ICOFORGE_SCHEDULE")
+
+
+def use_schedule(text: str) -> None:
+    """`--schedule` of `icoforge greenline` and `icoforge run`: check the schedule (JSON or a JSON
+    file) now, before minutes of compiling, and make it the schedule of the icoforge GPU backends
+    made by name, in this process and the processes it starts (`settings.schedule`)."""
+    try:
+        schedule_from_text(text, "cuda", "--schedule").default.validate("--schedule")
+    except ScheduleError as e:
+        msg = str(e)
+        raise ScheduleError(msg if msg.startswith("--schedule:") else f"--schedule: {msg}") from None
+    settings.update(schedule=text)
 
 
 BACKEND_FACTORIES: dict[str, Callable[[], Any]] = {
@@ -74,9 +97,9 @@ def backend_names() -> tuple[str, ...]:
 
 def get_backend(name: str) -> Any:
     """The backend called `name` (None for "embedded"); misspelt names raise UnknownNameError.
-    One object per name and process, and for icoforge's GPU backends per `$ICOFORGE_SCHEDULE`
+    One object per name and process, and for icoforge's GPU backends per `settings.schedule`
     (their schedule): a changed schedule never reuses a backend made under another."""
-    schedule = os.environ.get("ICOFORGE_SCHEDULE", "") if name.startswith("icoforge") else ""
+    schedule = settings.current().schedule if name.startswith("icoforge") else ""
     return _make_backend(name, schedule)
 
 

@@ -31,7 +31,7 @@ PROGRAMS = (
     "solve_tridiagonal_matrix_for_w_forward_sweep",  # a scan with tuple state
     "apply_divergence_damping_and_update_vn",  # temporaries, host conditionals
     "compute_perturbed_quantities_and_interpolation",  # fused by the fuse schedule
-    "compute_theta_and_exner",  # host-only conditions, vertical
+    "compute_explicit_part_for_rho_and_exner",  # cell maps with level shifts
 )
 
 # name -> (vendor, ProgramSchedule JSON without "default" keys: the vendor default fills them)
