@@ -21,10 +21,9 @@ from gt4py.next import common
 from gt4py.next.otf import definitions, stages
 
 from icoforge import settings
-from icoforge.backend import ir
+from icoforge.backend import ir, pipeline
 from icoforge.backend.codegen.cuda import kernel_function_names, render_host_plan, render_module_gpu
-from icoforge.backend.fuse import fuse_kernels
-from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, resolve
+from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
 from icoforge.backend.workflow import translate, yield_to_main_process
 from icoforge.errors import IcoforgeError
 
@@ -338,19 +337,20 @@ class GPUExecutor:
 
 
 def gpu_artifact(program: ir.ProgramIR, vendor: str, schedule: ProgramSchedule, timings=()) -> GPUArtifact:
-    if schedule.fuses(program.name):
-        program = fuse_kernels(program)
-    launches = resolve(program, schedule, vendor)  # once; ScheduleError before generating anything
+    """The GPU passes (the schedule resolved once: ScheduleError before generating anything), then
+    the printers on the final IR. `program_ir` is the IR the schedule applied to (fused, kernels
+    as launched), what the byte model reads."""
+    scheduled, final, launches = pipeline.gpu_passes(program, schedule, vendor)
     return GPUArtifact(
-        program_name=program.name,
+        program_name=final.name,
         vendor=vendor,
-        module_source=render_module_gpu(program, launches, vendor),
-        host_plan=render_host_plan(program, launches),
-        kernel_names=kernel_function_names(program, launches),
+        module_source=render_module_gpu(final, launches, vendor),
+        host_plan=render_host_plan(final, launches),
+        kernel_names=kernel_function_names(final, launches),
         options=nvrtc_options(vendor),
         timings=tuple(timings),
-        program_ir=program,
-        tuple_params=program.tuple_params,
+        program_ir=scheduled,
+        tuple_params=final.tuple_params,
     )
 
 

@@ -509,6 +509,15 @@ def step_kernels(step: Step) -> list[Kernel]:
     return [k for s in (*step.then, *step.orelse) for k in step_kernels(s)]
 
 
+def map_kernels(program: ProgramIR, fn) -> ProgramIR:
+    """`program` with every kernel `k` (in host conditionals too) replaced by `fn(k)`."""
+
+    def visit(steps: tuple[Step, ...]) -> tuple[Step, ...]:
+        return tuple(fn(s) if isinstance(s, Kernel) else HostIf(s.cond, visit(s.then), visit(s.orelse)) for s in steps)
+
+    return dataclasses.replace(program, steps=visit(program.steps))
+
+
 def flat_call_args(args: tuple, tuple_params: tuple[tuple[int, int], ...], program: str) -> tuple:
     """GT4Py's call arguments in `ProgramIR.params` order: each tuple-of-fields argument unpacked."""
     if not tuple_params:

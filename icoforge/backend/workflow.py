@@ -24,7 +24,7 @@ from gt4py.next.iterator.transforms import pass_manager
 from gt4py.next.otf import definitions, stages
 
 from icoforge import settings
-from icoforge.backend import forward, hoist, ir, lower
+from icoforge.backend import ir, lower, pipeline
 from icoforge.cache import atomic_write_bytes, cache_dir, file_lock
 from icoforge.errors import IcoforgeError
 
@@ -110,12 +110,15 @@ def translate(inp: definitions.CompilableProgramDef, use_cache: bool = True) -> 
     t0 = time.perf_counter()
     transformed, hit = cached_passes(inp) if use_cache else (gt4py_passes(inp.data, inp.args.offset_provider), False)
     t1 = time.perf_counter()
-    op_type = common.offset_provider_to_type(inp.args.offset_provider)
-    prog = lower.lower_program(transformed, inp.args.args, op_type)
-    prog = hoist.hoist_program(forward.forward_copies(prog))
+    prog = pipeline.translate_passes(lower_gtir(inp, transformed))
     if trace_dir := settings.current().trace:
         _trace_translation(trace_dir, inp, hit, t1 - t0, time.perf_counter() - t1)
     return Translation(prog, 0.0 if hit else t1 - t0, time.perf_counter() - t1, hit), hit
+
+
+def lower_gtir(inp: definitions.CompilableProgramDef, transformed: itir.Program) -> ir.ProgramIR:
+    """GTIR after GT4Py's passes -> kernel IR, before icoforge's passes (pipeline.py)."""
+    return lower.lower_program(transformed, inp.args.args, common.offset_provider_to_type(inp.args.offset_provider))
 
 
 def _trace_translation(trace_dir: str, inp: definitions.CompilableProgramDef, hit: bool, passes_s: float, lower_s: float) -> None:

@@ -127,75 +127,12 @@ def kernel_signature(k: ir.Kernel, program: ir.ProgramIR, r: ExprRenderer, idx: 
 def kernel_param_order(k: ir.Kernel, program: ir.ProgramIR) -> list[tuple[str, str]]:
     """What the host passes, in order: ("field", name) | ("table", name) | ("scalar", name).
 
-    Sorted by name, so the order does not depend on where in the body a value is first used:
-    schedules move loads around (k_per_thread hoists k-invariant loads), and a signature built
-    from the rewritten kernel must still match the host plan built from the original one."""
+    Sorted by name, so the order does not depend on where in the body a value is first used
+    (passes move loads around); kernel and host plan are printed from the same final IR."""
     out = [("field", n) for n in sorted({*k.fields_read(), *k.fields_written()})]
     out += [("table", t) for t in sorted(k.tables_used())]
     out += [("scalar", n) for n in sorted({p.name for p in k.params_used()})]
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# k-invariant field loads (k_per_thread > 1)
-
-
-def hoist_invariant_loads(k: ir.Kernel) -> ir.Kernel:
-    """Move loads that do not depend on the level out of the level loop, into the prologue.
-
-    Only loads the body performs unconditionally at every level qualify (not under an `If`, not
-    in a lazily evaluated branch of `?:`, `&&`, `||`), of fields the kernel does not write: then
-    the chunk (never empty) loads the same value at least once anyway, so moving the load
-    changes no result and cannot add an out-of-bounds access.
-    """
-    written = set(k.fields_written())
-    body_vars = {s.var.name for s in ir.walk_stmts(k.body) if isinstance(s, (ir.Let, ir.Declare))}
-    body_vars |= {st.var.name for st in k.state}
-    taken = {e.name for e in k.exprs() if isinstance(e, (ir.Var, ir.Param))} | body_vars
-    taken |= {e.field for e in k.exprs() if isinstance(e, ir.Load)} | set(k.tables_used())
-    names: dict[ir.Load, ir.Var] = {}
-    new_lets: list[ir.Stmt] = []
-
-    def invariant(e: ir.Expr) -> bool:
-        return not any(isinstance(x, ir.KIndex) or (isinstance(x, ir.Var) and x.name in body_vars) for x in e.walk())
-
-    def sub(e: ir.Expr) -> ir.Expr:
-        if isinstance(e, ir.Load) and e.field not in written and invariant(e):
-            if e not in names:
-                n, name = 0, f"{e.field}_h"
-                while f"{name}{n}" in taken:
-                    n += 1
-                taken.add(f"{name}{n}")
-                names[e] = ir.Var(f"{name}{n}", e.dtype)
-                new_lets.append(ir.Let(names[e], e))
-            return names[e]
-        if isinstance(e, ir.Select):  # only the condition is evaluated unconditionally
-            return dataclasses.replace(e, cond=sub(e.cond))
-        if isinstance(e, ir.Binary) and e.op in ("and_", "or_"):  # && and || short-circuit
-            return dataclasses.replace(e, lhs=sub(e.lhs))
-        if isinstance(e, ir.Binary):
-            return dataclasses.replace(e, lhs=sub(e.lhs), rhs=sub(e.rhs))
-        if isinstance(e, (ir.Unary, ir.Cast)):
-            return dataclasses.replace(e, arg=sub(e.arg))
-        if isinstance(e, ir.Call):
-            return dataclasses.replace(e, args=tuple(sub(a) for a in e.args))
-        if isinstance(e, ir.Load):
-            return dataclasses.replace(e, index=tuple(sub(a) for a in e.index))
-        if isinstance(e, ir.Table):
-            return dataclasses.replace(e, row=sub(e.row))
-        return e
-
-    body: list[ir.Stmt] = []
-    for st in k.body:  # top level only: statements inside an If run conditionally
-        if isinstance(st, (ir.Let, ir.Store)):
-            body.append(dataclasses.replace(st, value=sub(st.value)))
-        elif isinstance(st, ir.If):
-            body.append(dataclasses.replace(st, cond=sub(st.cond)))
-        else:
-            body.append(st)
-    if not new_lets:
-        return k
-    return dataclasses.replace(k, body=tuple(body), prologue=(*k.prologue, *new_lets))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,8 +180,6 @@ def render_kernel_gpu(k: ir.Kernel, program: ir.ProgramIR, launch: KernelLaunch,
     staged = {t: cols for t, cols, _ in launch.smem}
     r = DeviceRenderer(staged)
     kinds = dict(program.dim_kinds)
-    if kind in ("map2d", "vmap") and kpt > 1:
-        k = hoist_invariant_loads(k)
 
     def store(field: str, value: str) -> str:
         f = program.field(field)
