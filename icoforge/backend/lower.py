@@ -452,7 +452,7 @@ _UNARY_MATH = {
     "abs", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh",
     "arccosh", "arctanh", "sqrt", "exp", "log", "gamma", "cbrt", "floor", "ceil", "trunc",
 }  # fmt: skip
-_TYPE_NAMES = {"float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "bool"}
+_TYPE_NAMES = frozenset(ir.DTYPES)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -328,9 +328,6 @@ class KernelLaunch:
         return text
 
 
-DTYPE_BYTES = {"int32": 4, "int64": 8, "int16": 2, "int8": 1, "uint32": 4, "uint64": 8}
-
-
 def kernel_kind(kernel: ir.Kernel) -> str:
     has_h, has_k = kernel.domain.hdim is not None, kernel.domain.k_start is not None
     if kernel.is_scan:
@@ -386,7 +383,7 @@ def check_kernel(
                 raise ScheduleError(f"{where}: smem_tables names {t!r}, but the kernel {why}")
         staged = tuple(staged)
     infos = {t.name: t for t in program.tables}
-    smem = tuple((t, infos[t].max_neighbors, DTYPE_BYTES[infos[t].dtype]) for t in staged)
+    smem = tuple((t, infos[t].max_neighbors, ir.ITEMSIZE[infos[t].dtype]) for t in staged)
     launch = KernelLaunch(s, kind, block, kpt, unroll, hpt, smem)
 
     limit = smem_limit if smem_limit is not None else SMEM_LIMIT_BYTES[vendor]

@@ -21,6 +21,13 @@ from gt4py.next.type_system import type_specifications as ts
 from icoforge.errors import UnknownNameError
 
 STENCILS_PACKAGE = "icon4py.model.atmosphere.dycore.stencils"
+# the four programs that take most of the dycore step's time (benchmarks, side-by-side runs)
+BIG_FOUR = (
+    "vertically_implicit_solver_at_predictor_step",
+    "compute_rho_theta_pgrad_and_update_vn",
+    "compute_advection_in_horizontal_momentum",
+    "compute_horizontal_velocity_quantities_and_fluxes",
+)
 
 
 @dataclasses.dataclass(frozen=True)

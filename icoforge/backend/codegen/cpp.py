@@ -14,8 +14,7 @@ from icoforge.backend import ir
 from icoforge.backend.access import bounds_requirements
 from icoforge.backend.codegen.common import ExprRenderer, cname, ctype, distinct_groups, render_stmts
 
-ITEMSIZE = {"float64": 8, "float32": 4, "int32": 4, "int64": 8, "bool": 1, "int8": 1, "uint8": 1,
-            "int16": 2, "uint16": 2, "uint32": 4, "uint64": 8}  # fmt: skip
+ITEMSIZE = ir.ITEMSIZE
 
 
 class HostRenderer(ExprRenderer):

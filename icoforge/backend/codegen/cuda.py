@@ -326,9 +326,7 @@ class PyHostRenderer(ExprRenderer):
         return f"({self.render(e.a)} if {self.render(e.cond)} else {self.render(e.b)})"
 
 
-NP_TYPES = {"float64": "np.float64", "float32": "np.float32", "int32": "np.int32", "int64": "np.int64",
-            "bool": "np.bool_", "int8": "np.int8", "uint8": "np.uint8", "int16": "np.int16",
-            "uint16": "np.uint16", "uint32": "np.uint32", "uint64": "np.uint64"}  # fmt: skip
+NP_TYPES = {name: d.numpy(name) for name, d in ir.DTYPES.items()}
 
 
 HOST_HELPERS = '''
