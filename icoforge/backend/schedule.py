@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from icoforge.backend import ir
+from icoforge.backend.dtypes import ITEMSIZE
 from icoforge.errors import IcoforgeError
 
 MAX_THREADS_PER_BLOCK = 1024
@@ -383,7 +384,7 @@ def check_kernel(
                 raise ScheduleError(f"{where}: smem_tables names {t!r}, but the kernel {why}")
         staged = tuple(staged)
     infos = {t.name: t for t in program.tables}
-    smem = tuple((t, infos[t].max_neighbors, ir.ITEMSIZE[infos[t].dtype]) for t in staged)
+    smem = tuple((t, infos[t].max_neighbors, ITEMSIZE[infos[t].dtype]) for t in staged)
     launch = KernelLaunch(s, kind, block, kpt, unroll, hpt, smem)
 
     limit = smem_limit if smem_limit is not None else SMEM_LIMIT_BYTES[vendor]

@@ -176,7 +176,7 @@ def _read_checked(path: pathlib.Path) -> itir.Program | None:
 
 def module_name_for(program: ir.ProgramIR) -> str:
     digest = hashlib.sha256(str(program).encode()).hexdigest()[:10]
-    return f"icf_{lower._short_program_name(program.name)}_{digest}"
+    return f"icf_{lower.short_program_name(program.name)}_{digest}"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,9 +25,9 @@ from typing import Any
 
 from icoforge.backend import ir
 from icoforge.backend.access import Access, classify
+from icoforge.backend.dtypes import ITEMSIZE
 from icoforge.perf.hostexpr import Ranges, domain_ranges, evaluate
 
-ITEMSIZE = ir.ITEMSIZE
 FLOP_OPS = ("plus", "minus", "multiplies", "divides")
 
 

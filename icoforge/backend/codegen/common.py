@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 
 from icoforge.backend import ir
+from icoforge.backend.dtypes import DTYPES
 
-C_TYPES = {name: d.c for name, d in ir.DTYPES.items()}
+C_TYPES = {name: d.c for name, d in DTYPES.items()}
 
 CPP_KEYWORDS = frozenset(
     "alignas alignof and asm auto bool break case catch char class const constexpr continue default delete do "
@@ -30,7 +31,7 @@ MATH_FUNCS = {
 }  # fmt: skip
 
 
-DEVICE_TYPES = {name: d.device for name, d in ir.DTYPES.items()}  # no <cstdint> on the device
+DEVICE_TYPES = {name: d.device for name, d in DTYPES.items()}  # no <cstdint> on the device
 
 
 def ctype(dtype: str) -> str:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from icoforge.backend import ir
 from icoforge.backend.access import bounds_requirements
 from icoforge.backend.codegen.common import ExprRenderer, cname, ctype, distinct_groups, render_stmts
+from icoforge.backend.dtypes import ITEMSIZE
 
-ITEMSIZE = ir.ITEMSIZE
 
 
 class HostRenderer(ExprRenderer):

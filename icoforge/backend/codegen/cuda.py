@@ -33,6 +33,7 @@ import dataclasses
 from icoforge.backend import ir
 from icoforge.backend.access import bounds_requirements
 from icoforge.backend.codegen.common import ExprRenderer, cname, distinct_groups, render_stmts
+from icoforge.backend.dtypes import DTYPES
 from icoforge.backend.schedule import KernelLaunch, amd_waves_per_eu
 
 PRELUDE = r"""// icoforge GPU prelude: the same kernels compile as CUDA (nvcc, NVRTC) and HIP (hipcc, hiprtc).
@@ -326,7 +327,7 @@ class PyHostRenderer(ExprRenderer):
         return f"({self.render(e.a)} if {self.render(e.cond)} else {self.render(e.b)})"
 
 
-NP_TYPES = {name: d.numpy(name) for name, d in ir.DTYPES.items()}
+NP_TYPES = {name: d.numpy(name) for name, d in DTYPES.items()}
 
 
 HOST_HELPERS = '''
