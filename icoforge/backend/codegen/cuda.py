@@ -176,8 +176,8 @@ def _level_loop(body: list[str], ind: str, idx: str, unroll: int, first: str, en
 def render_kernel_gpu(k: ir.Kernel, program: ir.ProgramIR, launch: KernelLaunch, vendor: str) -> str:
     idx = index_type(launch)
     kind = launch.kind
-    bx, by = launch.block
-    hpt, kpt, unroll = launch.h_per_thread, launch.k_per_thread, launch.k_unroll
+    bx = launch.block[0]
+    hpt = launch.h_per_thread
     staged = {t: cols for t, cols, _ in launch.smem}
     r = DeviceRenderer(staged)
     kinds = dict(program.dim_kinds)
@@ -193,69 +193,13 @@ def render_kernel_gpu(k: ir.Kernel, program: ir.ProgramIR, launch: KernelLaunch,
     lines.append(f"{k.name}({', '.join(kernel_signature(k, program, r, idx))}) {{")
     ind = "  "
     has_h = kind in ("map2d", "hmap", "scan")
-    s = launch.schedule
-    if s.chiplet_remap and kind == "map2d":  # blocks are dealt out in linear order (x fastest)
-        lines.append(f"{ind}const unsigned int icf_lin = icf_chiplet_block(blockIdx.x + blockIdx.y * gridDim.x, "
-                     f"gridDim.x * gridDim.y, {s.chiplets}u);")  # fmt: skip
-        lines.append(f"{ind}const unsigned int icf_b = icf_lin % gridDim.x, icf_by = icf_lin / gridDim.x;")
-    elif s.chiplet_remap and kind != "single":
-        lines.append(f"{ind}const unsigned int icf_b = icf_chiplet_block(blockIdx.x, gridDim.x, {s.chiplets}u);")
-    else:
-        lines.append(f"{ind}const unsigned int icf_b = blockIdx.x;")
-        if kind == "map2d":
-            lines.append(f"{ind}const unsigned int icf_by = blockIdx.y;")
-
-    if has_h:
-        lines.append(f"{ind}const {idx} icf_i0 = ({idx})h0 + ({idx})icf_b * {bx};  // first point of this block")
-        if hpt > 1:
-            lines.append(f"{ind}const {idx} icf_hs = ({idx})gridDim.x * {bx};  // stride between a thread's points")
-    # shared memory staging: every thread of the block takes part, then one barrier
-    if staged:
-        for t, cols, _ in launch.smem:
-            tb = next(x for x in program.tables if x.name == t)
-            n = hpt * bx * cols
-            ct = r.ctype(tb.dtype)
-            row = f"icf_i0 + icf_e / {cols} % {bx}" + (f" + icf_e / {bx * cols} * icf_hs" if hpt > 1 else "")
-            lines += [
-                f"{ind}__shared__ {ct} {cname(t)}_sh[{n}];  // {t}: {hpt * bx} rows x {cols}",
-                f"{ind}for (int icf_e = threadIdx.y * blockDim.x + threadIdx.x; icf_e < {n}; icf_e += blockDim.x * blockDim.y) {{",
-                f"{ind}  const {idx} icf_row = {row};",
-                f"{ind}  if (icf_row < h1) {cname(t)}_sh[icf_e] = {cname(t)}[icf_row * {cname(t)}_s0 + (icf_e % {cols}) * {cname(t)}_s1];",
-                f"{ind}}}",
-            ]  # fmt: skip
-        lines.append(f"{ind}__syncthreads();  // staged tables ready (no thread has returned before this)")
-
-    if kind == "single":
-        lines.append(f"{ind}if (icf_b != 0 || threadIdx.x != 0) return;  // no horizontal dimension: one thread")
-    if kind in ("map2d", "vmap"):
-        ky, kb, kd = ("threadIdx.y", "icf_by", "blockDim.y") if kind == "map2d" else ("threadIdx.x", "icf_b", "blockDim.x")
-        lines.append(f"{ind}const {idx} k_first = ({idx})k0 + (({idx}){kb} * {kd} + {ky}) * {kpt};")
-        lines.append(f"{ind}if (k_first >= k1) return;")
-        if kpt > 1:
-            lines.append(f"{ind}const {idx} k_last = k_first + {kpt} < ({idx})k1 ? k_first + {kpt} : ({idx})k1;")
+    lines += _block_lines(launch, idx, ind)
+    if staged:  # shared memory staging: every thread of the block takes part, then one barrier
+        lines += _staging_lines(launch, program, r, idx, ind)
+    lines += _level_range_lines(launch, idx, ind)
 
     def point(ind: str) -> list[str]:
-        """The work of one horizontal point `i`."""
-        out = render_stmts(k.prologue, r, ind, store)
-        if kind in ("map2d", "vmap"):
-            inner = render_stmts(k.body, r, ind + "  ", store)
-            if kpt == 1:
-                out += [f"{ind}{{", f"{ind}  const {idx} k = k_first;", *inner, f"{ind}}}"]
-            else:
-                out += _level_loop(inner, ind, idx, unroll, "k_first", "k_last")
-        elif k.is_scan:
-            for st in k.state:
-                out.append(f"{ind}{r.ctype(st.var.dtype)} {cname(st.var.name)} = {r(st.init)};")
-            if k.domain.k_start is not None:
-                inner = render_stmts(k.body, r, ind + "  ", store)
-                out += _level_loop(inner, ind, idx, unroll, "k0", "k1", k.forward)
-            else:
-                out += render_stmts(k.body, r, ind, store)
-        else:  # no level loop
-            if k.domain.k_start is not None:  # pragma: no cover - a map over levels is map2d/vmap
-                raise AssertionError(kind)
-            out += render_stmts(k.body, r, ind, store)
-        return out
+        return _point_lines(k, launch, r, store, idx, ind)
 
     if not has_h:
         lines.append(f"{ind}const {idx} i = 0;  // no horizontal dimension")
@@ -276,6 +220,88 @@ def render_kernel_gpu(k: ir.Kernel, program: ir.ProgramIR, launch: KernelLaunch,
         lines.append(f"{ind}}}")
     lines.append("}")
     return "\n".join(lines)
+
+
+def _block_lines(launch: KernelLaunch, idx: str, ind: str) -> list[str]:
+    """This block's number (remapped for chiplets) and its first horizontal point."""
+    kind, s, bx = launch.kind, launch.schedule, launch.block[0]
+    lines = []
+    if s.chiplet_remap and kind == "map2d":  # blocks are dealt out in linear order (x fastest)
+        lines.append(f"{ind}const unsigned int icf_lin = icf_chiplet_block(blockIdx.x + blockIdx.y * gridDim.x, "
+                     f"gridDim.x * gridDim.y, {s.chiplets}u);")  # fmt: skip
+        lines.append(f"{ind}const unsigned int icf_b = icf_lin % gridDim.x, icf_by = icf_lin / gridDim.x;")
+    elif s.chiplet_remap and kind != "single":
+        lines.append(f"{ind}const unsigned int icf_b = icf_chiplet_block(blockIdx.x, gridDim.x, {s.chiplets}u);")
+    else:
+        lines.append(f"{ind}const unsigned int icf_b = blockIdx.x;")
+        if kind == "map2d":
+            lines.append(f"{ind}const unsigned int icf_by = blockIdx.y;")
+
+    if kind in ("map2d", "hmap", "scan"):
+        lines.append(f"{ind}const {idx} icf_i0 = ({idx})h0 + ({idx})icf_b * {bx};  // first point of this block")
+        if launch.h_per_thread > 1:
+            lines.append(f"{ind}const {idx} icf_hs = ({idx})gridDim.x * {bx};  // stride between a thread's points")
+    return lines
+
+
+def _staging_lines(launch: KernelLaunch, program: ir.ProgramIR, r: ExprRenderer, idx: str, ind: str) -> list[str]:
+    """The block's rows of the staged tables copied to shared memory, then one barrier."""
+    bx, hpt = launch.block[0], launch.h_per_thread
+    lines = []
+    for t, cols, _ in launch.smem:
+        tb = next(x for x in program.tables if x.name == t)
+        n = hpt * bx * cols
+        ct = r.ctype(tb.dtype)
+        row = f"icf_i0 + icf_e / {cols} % {bx}" + (f" + icf_e / {bx * cols} * icf_hs" if hpt > 1 else "")
+        lines += [
+            f"{ind}__shared__ {ct} {cname(t)}_sh[{n}];  // {t}: {hpt * bx} rows x {cols}",
+            f"{ind}for (int icf_e = threadIdx.y * blockDim.x + threadIdx.x; icf_e < {n}; icf_e += blockDim.x * blockDim.y) {{",
+            f"{ind}  const {idx} icf_row = {row};",
+            f"{ind}  if (icf_row < h1) {cname(t)}_sh[icf_e] = {cname(t)}[icf_row * {cname(t)}_s0 + (icf_e % {cols}) * {cname(t)}_s1];",
+            f"{ind}}}",
+        ]  # fmt: skip
+    lines.append(f"{ind}__syncthreads();  // staged tables ready (no thread has returned before this)")
+    return lines
+
+
+def _level_range_lines(launch: KernelLaunch, idx: str, ind: str) -> list[str]:
+    """The levels this thread does (maps over levels), or the one thread of a kernel without points."""
+    kind, kpt = launch.kind, launch.k_per_thread
+    lines = []
+    if kind == "single":
+        lines.append(f"{ind}if (icf_b != 0 || threadIdx.x != 0) return;  // no horizontal dimension: one thread")
+    if kind in ("map2d", "vmap"):
+        ky, kb, kd = ("threadIdx.y", "icf_by", "blockDim.y") if kind == "map2d" else ("threadIdx.x", "icf_b", "blockDim.x")
+        lines.append(f"{ind}const {idx} k_first = ({idx})k0 + (({idx}){kb} * {kd} + {ky}) * {kpt};")
+        lines.append(f"{ind}if (k_first >= k1) return;")
+        if kpt > 1:
+            lines.append(f"{ind}const {idx} k_last = k_first + {kpt} < ({idx})k1 ? k_first + {kpt} : ({idx})k1;")
+    return lines
+
+
+def _point_lines(k: ir.Kernel, launch: KernelLaunch, r: ExprRenderer, store, idx: str, ind: str) -> list[str]:
+    """The work of one horizontal point `i`."""
+    kind, kpt, unroll = launch.kind, launch.k_per_thread, launch.k_unroll
+    out = render_stmts(k.prologue, r, ind, store)
+    if kind in ("map2d", "vmap"):
+        inner = render_stmts(k.body, r, ind + "  ", store)
+        if kpt == 1:
+            out += [f"{ind}{{", f"{ind}  const {idx} k = k_first;", *inner, f"{ind}}}"]
+        else:
+            out += _level_loop(inner, ind, idx, unroll, "k_first", "k_last")
+    elif k.is_scan:
+        for st in k.state:
+            out.append(f"{ind}{r.ctype(st.var.dtype)} {cname(st.var.name)} = {r(st.init)};")
+        if k.domain.k_start is not None:
+            inner = render_stmts(k.body, r, ind + "  ", store)
+            out += _level_loop(inner, ind, idx, unroll, "k0", "k1", k.forward)
+        else:
+            out += render_stmts(k.body, r, ind, store)
+    else:  # no level loop
+        if k.domain.k_start is not None:  # pragma: no cover - a map over levels is map2d/vmap
+            raise AssertionError(kind)
+        out += render_stmts(k.body, r, ind, store)
+    return out
 
 
 def render_module_gpu(program: ir.ProgramIR, launches: dict[str, KernelLaunch], vendor: str) -> str:
@@ -402,108 +428,128 @@ def launch_grid(launch: KernelLaunch) -> tuple[str, str, str]:
 
 def render_host_plan(program: ir.ProgramIR, launches: dict[str, KernelLaunch]) -> str:
     """Python source of `launch(args, offset_provider, kernels, rt)`; `rt` gives views and the pool."""
-    hr = PyHostRenderer()
-    lines = [
-        f"# Host plan of `{program.name}` (generated by icoforge).",
-        "import math",
-        "import numpy as np",
-        "from icoforge.backend.schedule import ScheduleError",
-        "from icoforge.errors import CallArgumentError, IcoforgeError",
-    ]
-    lines += HOST_HELPERS.splitlines()  # _require and the 32-bit checks of every kernel
-    lines += ["", "def launch(args, offset_provider, kernels, rt):"]
-    names = [cname(p.name) for p in program.params]
-    lines.append(f"    ({', '.join(names)},) = args" if names else "    pass")
-    ranges: dict[str, str] = {}  # array -> Python expression of its index ranges (32-bit checks)
-    for p in program.params:
-        if isinstance(p, ir.FieldParam):  # view and index ranges (32-bit and extent checks)
-            lines.append(f"    v_{p.name}, r_{p.name} = rt.field({cname(p.name)}, {len(p.dims)}, {NP_TYPES[p.dtype]})")
-        else:
-            lines.append(f"    s_{p.name} = {NP_TYPES[p.dtype]}({cname(p.name)})")
-    for written, others in distinct_groups(program):  # copy forwarding moved these writes earlier
-        named = ", ".join(f"{f!r}: {cname(f)}" for f in others)
-        lines.append(f"    _distinct(rt, {program.name!r}, {written!r}, {cname(written)}, {{{named}}})")
-    for t in program.tables:
-        lines.append(f"    v_{t.name} = rt.table(offset_provider, {t.name!r})")
-        ranges[t.name] = f"rt.ranges(offset_provider[{t.name!r}].ndarray, 2)"
-    for t in program.temporaries:
-        d = t.domain
-        h = f"({hr(d.h_start)}, {hr(d.h_end)})" if d.hdim else "None"
-        kk = f"({hr(d.k_start)}, {hr(d.k_end)})" if d.k_start is not None else "None"
-        lines.append(f"    v_{t.name} = rt.temporary({t.name!r}, {h}, {kk}, {NP_TYPES[t.dtype]})")
-        ranges[t.name] = "[" + ", ".join(x for x in (h, kk) if x != "None") + "]"
+    plan = _HostPlan(program, launches)
+    plan.prologue()
+    plan.steps(program.steps, "    ")
+    return "\n".join(plan.lines) + "\n"
 
-    for name in ranges:
-        lines.append(f"    r_{name} = {ranges[name]}")
-    tables = {t.name: t for t in program.tables}
-    dim_size = {dim: f"int(offset_provider[{tag!r}].ndarray.shape[0])" for dim, tag in program.dim_size_tables}
 
-    def checks(k: ir.Kernel, ind: str) -> None:
+class _HostPlan:
+    """The lines of one host plan, written top to bottom: `prologue` (argument views, tables,
+    temporaries), then the steps (bounds checks and launches of each kernel, host conditionals)."""
+
+    def __init__(self, program: ir.ProgramIR, launches: dict[str, KernelLaunch]):
+        self.program, self.launches = program, launches
+        self.hr = PyHostRenderer()
+        self.lines: list[str] = []
+        self.tables = {t.name: t for t in program.tables}
+        self.dim_size = {dim: f"int(offset_provider[{tag!r}].ndarray.shape[0])" for dim, tag in program.dim_size_tables}
+
+    def prologue(self) -> None:
+        program, hr, lines = self.program, self.hr, self.lines
+        lines += [
+            f"# Host plan of `{program.name}` (generated by icoforge).",
+            "import math",
+            "import numpy as np",
+            "from icoforge.backend.schedule import ScheduleError",
+            "from icoforge.errors import CallArgumentError, IcoforgeError",
+        ]
+        lines += HOST_HELPERS.splitlines()  # _require and the 32-bit checks of every kernel
+        lines += ["", "def launch(args, offset_provider, kernels, rt):"]
+        names = [cname(p.name) for p in program.params]
+        lines.append(f"    ({', '.join(names)},) = args" if names else "    pass")
+        ranges: dict[str, str] = {}  # array -> Python expression of its index ranges (32-bit checks)
+        for p in program.params:
+            if isinstance(p, ir.FieldParam):  # view and index ranges (32-bit and extent checks)
+                lines.append(f"    v_{p.name}, r_{p.name} = rt.field({cname(p.name)}, {len(p.dims)}, {NP_TYPES[p.dtype]})")
+            else:
+                lines.append(f"    s_{p.name} = {NP_TYPES[p.dtype]}({cname(p.name)})")
+        for written, others in distinct_groups(program):  # copy forwarding moved these writes earlier
+            named = ", ".join(f"{f!r}: {cname(f)}" for f in others)
+            lines.append(f"    _distinct(rt, {program.name!r}, {written!r}, {cname(written)}, {{{named}}})")
+        for t in program.tables:
+            lines.append(f"    v_{t.name} = rt.table(offset_provider, {t.name!r})")
+            ranges[t.name] = f"rt.ranges(offset_provider[{t.name!r}].ndarray, 2)"
+        for t in program.temporaries:
+            d = t.domain
+            h = f"({hr(d.h_start)}, {hr(d.h_end)})" if d.hdim else "None"
+            kk = f"({hr(d.k_start)}, {hr(d.k_end)})" if d.k_start is not None else "None"
+            lines.append(f"    v_{t.name} = rt.temporary({t.name!r}, {h}, {kk}, {NP_TYPES[t.dtype]})")
+            ranges[t.name] = "[" + ", ".join(x for x in (h, kk) if x != "None") + "]"
+
+        for name in ranges:
+            lines.append(f"    r_{name} = {ranges[name]}")
+
+    def checks(self, k: ir.Kernel, ind: str) -> None:
         """Every unconditional access of the kernel inside the extent of its field (a field of the
         wrong shape is an error, never an out-of-bounds read on the device)."""
+        tables, dim_size = self.tables, self.dim_size
         scanned: set[str] = set()
 
-        for req in bounds_requirements(k, program, set(dim_size)):
+        for req in bounds_requirements(k, self.program, set(dim_size)):
             if req.lo == "table_lo" and req.table not in scanned:
                 scanned.add(req.table)
                 skip = tables[req.table].skip_value
-                lines.append(f"{ind}t_{req.table} = rt.table_targets(offset_provider, {req.table!r}, h0, h1, {skip})")
+                self.lines.append(f"{ind}t_{req.table} = rt.table_targets(offset_provider, {req.table!r}, h0, h1, {skip})")
             size = dim_size.get(tables[req.table].target_dim, "") if req.table else ""
             lo, hi = req.bound_exprs(f"t_{req.table}[0]", f"t_{req.table}[1]", size)
-            lines.append(f"{ind}_require({k.name!r}, {req.field!r}, {req.dim!r}, r_{req.field}[{req.d}], {lo}, {hi})")
+            self.lines.append(f"{ind}_require({k.name!r}, {req.field!r}, {req.dim!r}, r_{req.field}[{req.d}], {lo}, {hi})")
 
-    def steps(ss: tuple[ir.Step, ...], ind: str) -> None:
+    def steps(self, ss: tuple[ir.Step, ...], ind: str) -> None:
+        lines = self.lines
         for s in ss:
             if isinstance(s, ir.Kernel):
-                la = launches[s.name]
-                bits = la.schedule.index_bits
-                d = s.domain
-                h0, h1 = (hr(d.h_start), hr(d.h_end)) if d.hdim else ("0", "1")
-                k0, k1 = (hr(d.k_start), hr(d.k_end)) if d.k_start is not None else ("0", "1")
-                lines.append(f"{ind}h0, h1, k0, k1 = int({h0}), int({h1}), int({k0}), int({k1})")
-                lines.append(f"{ind}if h0 < h1 and k0 < k1:")
-                checks(s, ind + "    ")
-                for p, v in s.args:
-                    lines.append(f"{ind}    s_{p.name} = {NP_TYPES[p.dtype]}({hr(v)})")
-                grid, block, last = launch_grid(la)
-                if bits == 32:
-                    lines.append(f"{ind}    _points32({s.name!r}, {last})")
-                arrays = [n for kind, n in kernel_param_order(s, program) if kind in ("field", "table")]
-
-                def kernel_args(bits: int | str) -> str:
-                    """`bits` 64: the views as they are; 32: checked 32-bit views; "auto": 32-bit
-                    views that _fits32 has checked already."""
-                    array_arg = {64: "*v_{n}", 32: "*_idx32({k!r}, {n!r}, v_{n}, r_{n})", "auto": "*_as32(v_{n})"}[bits]
-                    kargs = []
-                    for kind, n in kernel_param_order(s, program):
-                        if kind in ("field", "table"):
-                            kargs.append(array_arg.format(k=s.name, n=n))
-                        else:
-                            dtype = next(p.dtype for p in s.params_used() if p.name == n)
-                            kargs.append(f"{NP_TYPES[dtype]}(s_{n})")
-                    kargs += ["np.int32(h0)", "np.int32(h1)", "np.int32(k0)", "np.int32(k1)"]
-                    return ", ".join(kargs)
-
-                def launch_line(name: str, bits: int | str, at: str) -> str:
-                    return f"{at}rt.launch(kernels[{name!r}], {grid}, {block}, ({kernel_args(bits)},))"
-
-                if bits == "auto":  # the 32-bit kernel when this call's indices fit, else its twin
-                    fits = ", ".join(f"(v_{n}, r_{n})" for n in arrays)
-                    lines.append(f"{ind}    if _fits32({last}, [{fits}]):")
-                    lines.append(launch_line(s.name, "auto", ind + "        "))
-                    lines.append(f"{ind}    else:")
-                    lines.append(launch_line(s.name + WIDE_SUFFIX, 64, ind + "        "))
-                else:
-                    lines.append(launch_line(s.name, bits, ind + "    "))
+                self.kernel(s, ind)
             else:
-                lines.append(f"{ind}if {hr(s.cond)}:")
+                lines.append(f"{ind}if {self.hr(s.cond)}:")
                 n = len(lines)
-                steps(s.then, ind + "    ")
+                self.steps(s.then, ind + "    ")
                 if len(lines) == n:
                     lines.append(f"{ind}    pass")
                 if s.orelse:
                     lines.append(f"{ind}else:")
-                    steps(s.orelse, ind + "    ")
+                    self.steps(s.orelse, ind + "    ")
 
-    steps(program.steps, "    ")
-    return "\n".join(lines) + "\n"
+    def kernel(self, s: ir.Kernel, ind: str) -> None:
+        """Domain, bounds checks, kernel arguments and launch of one kernel."""
+        hr, lines = self.hr, self.lines
+        la = self.launches[s.name]
+        bits = la.schedule.index_bits
+        d = s.domain
+        h0, h1 = (hr(d.h_start), hr(d.h_end)) if d.hdim else ("0", "1")
+        k0, k1 = (hr(d.k_start), hr(d.k_end)) if d.k_start is not None else ("0", "1")
+        lines.append(f"{ind}h0, h1, k0, k1 = int({h0}), int({h1}), int({k0}), int({k1})")
+        lines.append(f"{ind}if h0 < h1 and k0 < k1:")
+        self.checks(s, ind + "    ")
+        for p, v in s.args:
+            lines.append(f"{ind}    s_{p.name} = {NP_TYPES[p.dtype]}({hr(v)})")
+        grid, block, last = launch_grid(la)
+        if bits == 32:
+            lines.append(f"{ind}    _points32({s.name!r}, {last})")
+        arrays = [n for kind, n in kernel_param_order(s, self.program) if kind in ("field", "table")]
+
+        def launch_line(name: str, bits: int | str, at: str) -> str:
+            return f"{at}rt.launch(kernels[{name!r}], {grid}, {block}, ({self.kernel_args(s, bits)},))"
+
+        if bits == "auto":  # the 32-bit kernel when this call's indices fit, else its twin
+            fits = ", ".join(f"(v_{n}, r_{n})" for n in arrays)
+            lines.append(f"{ind}    if _fits32({last}, [{fits}]):")
+            lines.append(launch_line(s.name, "auto", ind + "        "))
+            lines.append(f"{ind}    else:")
+            lines.append(launch_line(s.name + WIDE_SUFFIX, 64, ind + "        "))
+        else:
+            lines.append(launch_line(s.name, bits, ind + "    "))
+
+    def kernel_args(self, s: ir.Kernel, bits: int | str) -> str:
+        """`bits` 64: the views as they are; 32: checked 32-bit views; "auto": 32-bit views that
+        _fits32 has checked already."""
+        array_arg = {64: "*v_{n}", 32: "*_idx32({k!r}, {n!r}, v_{n}, r_{n})", "auto": "*_as32(v_{n})"}[bits]
+        kargs = []
+        for kind, n in kernel_param_order(s, self.program):
+            if kind in ("field", "table"):
+                kargs.append(array_arg.format(k=s.name, n=n))
+            else:
+                dtype = next(p.dtype for p in s.params_used() if p.name == n)
+                kargs.append(f"{NP_TYPES[dtype]}(s_{n})")
+        kargs += ["np.int32(h0)", "np.int32(h1)", "np.int32(k0)", "np.int32(k1)"]
+        return ", ".join(kargs)
