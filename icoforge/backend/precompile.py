@@ -7,22 +7,14 @@ import dataclasses
 from typing import Any
 
 from gt4py.next import backend as gt_backend
-from gt4py.next.otf import arguments, definitions
+from gt4py.next.otf import definitions
 
-from icoforge.backend import ir, workflow
+from icoforge.backend import gt4py_compat, ir, workflow
 
 
 def compilable_program(program: Any, offset_provider: dict) -> definitions.CompilableProgramDef:
     """The executor's input for a GT4Py program with its declared argument types."""
-    types = program.past_stage.past_node.type.definition.pos_or_kw_args
-    cta = arguments.CompileTimeArgs(
-        args=tuple(types.values()),
-        kwargs={},
-        offset_provider=offset_provider,
-        column_axis=None,
-        argument_descriptor_contexts={},
-    )
-    return gt_backend.DEFAULT_TRANSFORMS(definitions.ConcreteProgramDef(data=program.definition_stage, args=cta))
+    return gt4py_compat.compilable_program(program, offset_provider)
 
 
 def program_ir(program: Any, offset_provider: dict) -> ir.ProgramIR:

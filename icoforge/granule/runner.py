@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from icoforge import settings
-from icoforge.backend import compile_pool
+from icoforge.backend import compile_pool, gt4py_compat
 from icoforge.granule import instrument
 from icoforge.granule.backends import is_gpu, resolve_backend
 from icoforge.granule.fields import StaticFields
@@ -340,9 +340,4 @@ def _compile_gpu_module(job: concurrent.futures.Future) -> float:
 
 def _ongoing_futures() -> list[Any]:
     """GT4Py's in-flight compilation futures (internal registry; empty if it moved)."""
-    try:
-        from gt4py.next.otf import compiled_program
-
-        return list(compiled_program._ongoing_compilations.keys())
-    except (ImportError, AttributeError):
-        return []
+    return gt4py_compat.ongoing_compilations()

@@ -18,6 +18,7 @@ from gt4py.next.ffront.decorator import Program
 from gt4py.next.iterator import ir as itir
 from gt4py.next.type_system import type_specifications as ts
 
+from icoforge.backend.gt4py_compat import program_signature
 from icoforge.errors import UnknownNameError
 
 STENCILS_PACKAGE = "icon4py.model.atmosphere.dycore.stencils"
@@ -147,7 +148,7 @@ def _domain_bounds(stmt: itir.SetAt) -> set[tuple[str, str, str]]:
 
 def _program_info(name: str, module: str, program: Program) -> ProgramInfo:
     gtir = program.gtir
-    signature = program.past_stage.past_node.type.definition
+    signature = program_signature(program)
     assert not signature.pos_only_args, f"{name}: positional-only parameters are not expected"
     param_types = {**signature.pos_or_kw_args, **signature.kw_only_args}
 

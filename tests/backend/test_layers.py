@@ -84,3 +84,18 @@ def test_packages_import_each_other_without_a_cycle():
 @pytest.mark.parametrize("graph, cycle", [({"a": {"b"}, "b": {"a"}}, ["a", "b", "a"]), ({"a": {"b"}, "b": set()}, None)])
 def test_find_cycle(graph, cycle):
     assert find_cycle(graph) == cycle
+
+
+def test_the_compiler_is_made_of_small_pieces():
+    """No module over 600 lines and no function over 80 in icoforge/backend (issue 18): a compiler
+    a newcomer reads module by module."""
+    too_long = []
+    for path in sorted((ROOT / "backend").rglob("*.py")):
+        text = path.read_text()
+        name = path.relative_to(ROOT.parent)
+        if (n := len(text.splitlines())) > 600:
+            too_long.append(f"{name}: {n} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
+                too_long.append(f"{name}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines")
+    assert not too_long, "\n".join(too_long)
