@@ -116,24 +116,14 @@ def ir_text(pir: Any, costs: Any, schedules: dict[str, str]) -> str:
         if ln.startswith(("kernel ", "host if ")):
             break
         lines.append(ln)
+    from icoforge.backend import ir
+
     by_name = {k.name: k for k in costs.kernels}
 
-    def visit(steps, indent: str) -> None:
-        from icoforge.backend import ir
+    def kernel_lines(k) -> list[str]:
+        return [f"# schedule: {schedules.get(k.name, '-')}", f"# {kernel_summary(by_name[k.name])}", *str(k).splitlines()]
 
-        for s in steps:
-            if isinstance(s, ir.Kernel):
-                lines.append(f"{indent}# schedule: {schedules.get(s.name, '-')}")
-                lines.append(f"{indent}# {kernel_summary(by_name[s.name])}")
-                lines.extend(indent + ln for ln in str(s).splitlines())
-            else:
-                lines.append(f"{indent}host if ({s.cond}) {{")
-                visit(s.then, indent + "  ")
-                lines.append(f"{indent}}} else {{")
-                visit(s.orelse, indent + "  ")
-                lines.append(f"{indent}}}")
-
-    visit(pir.steps, "")
+    lines += ir.format_steps(pir.steps, kernel_lines)
     lines.append(
         f"# program total: {_mb(costs.bytes_read)} read, {_mb(costs.bytes_written)} written, "
         f"{costs.flops:,} flop, {costs.arithmetic_intensity:.3f} flop/B"
