@@ -19,12 +19,7 @@ import platform
 import statistics
 import time
 
-BIG_FOUR = (
-    "vertically_implicit_solver_at_predictor_step",
-    "compute_rho_theta_pgrad_and_update_vn",
-    "compute_advection_in_horizontal_momentum",
-    "compute_horizontal_velocity_quantities_and_fluxes",
-)
+from icoforge.suite.catalogue import BIG_FOUR
 
 
 def _per_call_us(launch, args, offset_provider, kernels, rt, reps: int) -> float:

@@ -10,11 +10,13 @@ import pathlib
 import tempfile
 from collections.abc import Iterator
 
+from icoforge import settings
+
 
 def cache_root() -> pathlib.Path:
     """`$ICOFORGE_CACHE`, else `$XDG_CACHE_HOME/icoforge`, else `~/.cache/icoforge`."""
-    if env := os.environ.get("ICOFORGE_CACHE"):
-        root = pathlib.Path(env)
+    if configured := settings.current().cache:
+        root = pathlib.Path(configured)
     else:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         root = pathlib.Path(base) / "icoforge"

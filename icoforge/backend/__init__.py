@@ -7,8 +7,10 @@ from icoforge.errors import UnknownNameError
 TARGETS = ("cpu", "cuda", "hip", "gpu", "emulated-cuda", "emulated-hip")
 
 
-def make_backend(target: str = "cpu"):
-    """A `gt4py.next.backend.Backend` compiling with icoforge for `target`."""
+def make_backend(target: str = "cpu", schedule=None):
+    """A `gt4py.next.backend.Backend` compiling with icoforge for `target`. `schedule` (a
+    `schedule.ProgramSchedule`; None: the vendor default) lays out the GPU targets' kernels; the
+    C++ target has none."""
     from gt4py.next import backend as gt_backend
     from gt4py.next import custom_layout_allocators as allocators
 
@@ -24,9 +26,9 @@ def make_backend(target: str = "cpu"):
     if target in ("cuda", "hip", "gpu"):
         from icoforge.backend.gpu import make_gpu_backend
 
-        return make_gpu_backend(target)
+        return make_gpu_backend(target, schedule)
     if target.startswith("emulated-"):  # the GPU code on the CPU, one thread at a time (tests)
         from icoforge.backend.emulate import make_emulated_backend
 
-        return make_emulated_backend(target.removeprefix("emulated-"))
+        return make_emulated_backend(target.removeprefix("emulated-"), schedule)
     raise UnknownNameError("icoforge target", target, TARGETS)

@@ -1,5 +1,6 @@
 """Which index ranges a kernel touches in each field: the basis of the run-time bounds checks
-(a field of the wrong shape is an error, never an out-of-bounds access) and of the byte model."""
+(a field of the wrong shape is an error, never an out-of-bounds access); the byte model
+(perf/model.py) classifies indices with `classify` too."""
 
 from __future__ import annotations
 
@@ -94,24 +95,6 @@ def kernel_access_lists(
             for d, dim in enumerate(dims):
                 add((s.field, d), Access("k") if kinds.get(dim) == "vertical" else Access("h"))
     return {k: v for k, v in out.items() if v}
-
-
-def kernel_accesses(
-    kernel: ir.Kernel, program: ir.ProgramIR, unconditional_only: bool = False
-) -> dict[tuple[str, int], Access]:
-    """(field, dimension position) -> one merged access (level offsets widened; a neighbour access
-    stands for the whole dimension), for every field read or written: what the byte model needs."""
-    out: dict[tuple[str, int], Access] = {}
-    for key, accs in kernel_access_lists(kernel, program, unconditional_only).items():
-        for acc in accs:
-            old = out.get(key)
-            if old is None:
-                out[key] = acc
-            elif old.kind == acc.kind:
-                out[key] = Access(acc.kind, min(old.lo, acc.lo), max(old.hi, acc.hi), acc.table or old.table, old.own_row and acc.own_row)
-            elif acc.kind == "table":  # a neighbour access needs more of the field than a direct one
-                out[key] = acc
-    return out
 
 
 @dataclass(frozen=True)

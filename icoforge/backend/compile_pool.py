@@ -17,6 +17,8 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from icoforge.backend import gt4py_compat
+
 
 def import_modules(modules: tuple[str, ...]) -> float:
     """Worker: import `modules`; seconds it took (0 when a worker already had them)."""
@@ -35,9 +37,8 @@ def warm_up(modules: Iterable[str]) -> list[cf.Future]:
     A pool's workers start one per submission that finds none idle, so one task per worker
     starts them all."""
     from gt4py.next import config
-    from gt4py.next.otf import runners
 
-    pool = getattr(runners.get_default_runner(), "_pool", None)
+    pool = gt4py_compat.default_process_pool()
     if not isinstance(pool, cf.ProcessPoolExecutor):
         return []
     modules = tuple(modules)

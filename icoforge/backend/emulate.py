@@ -20,7 +20,7 @@ import numpy as np
 from icoforge.backend import ir
 from icoforge.backend.build import build_cpu_module
 from icoforge.backend.gpu import GPUArtifact, GPUExecutor, Runtime
-from icoforge.backend.schedule import ProgramSchedule, schedule_from_env
+from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
 from icoforge.errors import IcoforgeError
 
 EMU_HEADER = r"""// icoforge CUDA emulation on the CPU: one thread at a time.
@@ -139,7 +139,7 @@ def make_emulated_backend(vendor: str = "cuda", schedule: ProgramSchedule | None
 
     return gt_backend.Backend(
         name=f"icoforge_emulated_{vendor}",
-        executor=EmulatedExecutor(GPUExecutor(vendor, schedule or schedule_from_env(vendor))),
+        executor=EmulatedExecutor(GPUExecutor(vendor, schedule or ProgramSchedule(default=VENDOR_DEFAULTS[vendor]))),
         allocator=allocators.StandardCPUFieldBufferAllocator(),
         transforms=gt_backend.DEFAULT_TRANSFORMS,
     )

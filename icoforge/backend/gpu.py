@@ -9,7 +9,6 @@ are reused across calls (no allocation per call once sizes are known).
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 import time
 import weakref
@@ -21,10 +20,10 @@ from gt4py._core import definitions as core_defs
 from gt4py.next import common
 from gt4py.next.otf import definitions, stages
 
-from icoforge.backend import ir
+from icoforge import settings
+from icoforge.backend import ir, pipeline
 from icoforge.backend.codegen.cuda import kernel_function_names, render_host_plan, render_module_gpu
-from icoforge.backend.fuse import fuse_kernels
-from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, resolve, schedule_from_env
+from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
 from icoforge.backend.workflow import translate, yield_to_main_process
 from icoforge.errors import IcoforgeError
 
@@ -63,7 +62,7 @@ class Runtime:
         self._fields: dict[int, tuple] = {}
         self._spans: dict[int, tuple] = {}
         # replay of whole calls (see `run`); off with ICOFORGE_HOST_REPLAY=0
-        self.replay = os.environ.get("ICOFORGE_HOST_REPLAY", "1") != "0"
+        self.replay = settings.current().host_replay
         self._plans: dict[tuple, _Replay] = {}
         self._recording: list[tuple] | None = None
         self._pool_generation = 0  # counts temporary buffers (re)allocated: recorded pointers die then
@@ -283,7 +282,7 @@ class GPUArtifact:
         program.icoforge_runtime = rt  # type: ignore[attr-defined]
         program.icoforge_kernels = kernels  # type: ignore[attr-defined]  # CuPy functions: num_regs, local_size_bytes
         program.icoforge_load_seconds = time.perf_counter() - t0  # type: ignore[attr-defined]
-        if os.environ.get("ICOFORGE_TRACE"):
+        if settings.current().trace:
             print(f"[icoforge {time.strftime('%H:%M:%S')}] {self.program_name}: {len(kernels)} kernels loaded "
                   f"(NVRTC or CuPy's disk cache) in {program.icoforge_load_seconds:.2f} s", file=sys.stderr, flush=True)  # fmt: skip
         return program
@@ -338,19 +337,20 @@ class GPUExecutor:
 
 
 def gpu_artifact(program: ir.ProgramIR, vendor: str, schedule: ProgramSchedule, timings=()) -> GPUArtifact:
-    if schedule.fuses(program.name):
-        program = fuse_kernels(program)
-    resolve(program, schedule, vendor)  # ScheduleError before generating anything
+    """The GPU passes (the schedule resolved once: ScheduleError before generating anything), then
+    the printers on the final IR. `program_ir` is the IR the schedule applied to (fused, kernels
+    as launched), what the byte model reads."""
+    scheduled, final, launches = pipeline.gpu_passes(program, schedule, vendor)
     return GPUArtifact(
-        program_name=program.name,
+        program_name=final.name,
         vendor=vendor,
-        module_source=render_module_gpu(program, schedule, vendor),
-        host_plan=render_host_plan(program, schedule, vendor),
-        kernel_names=kernel_function_names(program, schedule, vendor),
+        module_source=render_module_gpu(final, launches, vendor),
+        host_plan=render_host_plan(final, launches),
+        kernel_names=kernel_function_names(final, launches),
         options=nvrtc_options(vendor),
         timings=tuple(timings),
-        program_ir=program,
-        tuple_params=program.tuple_params,
+        program_ir=scheduled,
+        tuple_params=final.tuple_params,
     )
 
 
@@ -363,7 +363,7 @@ def make_gpu_backend(target: str, schedule: ProgramSchedule | None = None):
         vendor = cupy_vendor()
         if vendor is None:
             raise IcoforgeError("backend 'gpu': CuPy finds no CUDA or ROCm device here")
-    schedule = schedule or schedule_from_env(vendor)
+    schedule = schedule or ProgramSchedule(default=VENDOR_DEFAULTS[vendor])
     return gt_backend.Backend(
         name=f"icoforge_{vendor}",
         executor=GPUExecutor(vendor, schedule),

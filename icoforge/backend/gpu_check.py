@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
+from icoforge import settings
 from icoforge.errors import IcoforgeError
 
 
@@ -43,6 +44,11 @@ _SPILL = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) b
 _SMEM = re.compile(r"(\d+) bytes smem")
 
 
+def available_compilers() -> tuple[str, ...]:
+    """"nvcc" and/or "hipcc", whichever is installed here."""
+    return tuple(c for c, found in (("nvcc", find_nvcc()), ("hipcc", find_hipcc())) if found)
+
+
 def parse_ptxas(report: str) -> list[KernelResources]:
     out: list[KernelResources] = []
     current = None
@@ -60,36 +66,34 @@ def parse_ptxas(report: str) -> list[KernelResources]:
     return out
 
 
+def _compile(compiler: str, source: str, suffix: str, args: list[str], env: dict[str, str] | None = None) -> str:
+    """Compile `source` to an object file in a scratch folder; the compiler's diagnostics (stderr),
+    which hold the resource report."""
+    name = os.path.basename(compiler)
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, f"k.{suffix}")
+        with open(src, "w") as f:
+            f.write(source)
+        cmd = [compiler, *args, "-c", src, "-o", os.path.join(d, "k.o")]
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if res.returncode != 0:
+            raise GPUCompileError(f"{name} failed:\n{res.stderr[-4000:]}")
+        return res.stderr
+
+
 def nvcc_check(source: str, arch: str = "sm_90", extra: tuple[str, ...] = ()) -> list[KernelResources]:
     nvcc = find_nvcc()
     if nvcc is None:
         raise GPUCompileError("nvcc not found")
-    with tempfile.TemporaryDirectory() as d:
-        src = os.path.join(d, "k.cu")
-        with open(src, "w") as f:
-            f.write(source)
-        cmd = [nvcc, f"-arch={arch}", "-std=c++17", "-Xptxas", "-v", "-c", src, "-o", os.path.join(d, "k.o"), *extra]
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        if res.returncode != 0:
-            raise GPUCompileError(f"nvcc failed:\n{res.stderr[-4000:]}")
-        return parse_ptxas(res.stderr)
+    return parse_ptxas(_compile(nvcc, source, "cu", [f"-arch={arch}", "-std=c++17", "-Xptxas", "-v", *extra]))
 
 
 def hipcc_check(source: str, arch: str = "gfx90a") -> list[KernelResources]:
     hipcc = find_hipcc()
     if hipcc is None:
         raise GPUCompileError("hipcc not found (apt-get install hipcc)")
-    with tempfile.TemporaryDirectory() as d:
-        src = os.path.join(d, "k.hip")
-        with open(src, "w") as f:
-            f.write(source)
-        env = {**os.environ, "HIP_PLATFORM": "amd"}
-        cmd = [hipcc, f"--offload-arch={arch}", "-std=c++17", "-O3", "-c", src, "-o", os.path.join(d, "k.o"),
-               "-Rpass-analysis=kernel-resource-usage"]  # fmt: skip
-        res = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        if res.returncode != 0:
-            raise GPUCompileError(f"hipcc failed:\n{res.stderr[-4000:]}")
-        return parse_amdgpu_remarks(res.stderr)
+    args = [f"--offload-arch={arch}", "-std=c++17", "-O3", "-Rpass-analysis=kernel-resource-usage"]
+    return parse_amdgpu_remarks(_compile(hipcc, source, "hip", args, settings.environment(HIP_PLATFORM="amd")))
 
 
 _AMD_FN = re.compile(r"Function Name: (\w+)")

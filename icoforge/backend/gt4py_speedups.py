@@ -62,9 +62,11 @@ import threading
 import types
 from collections.abc import Iterator
 
+from icoforge.backend import gt4py_compat
+
 _lock = threading.Lock()
 _ABSENT = object()  # a patched attribute the owner did not define itself (inherited): deleted afterwards
-CHECKED_GT4PY = ("1.2.1",)  # the patches reach into these versions' internals
+CHECKED_GT4PY = gt4py_compat.CHECKED_GT4PY  # the patches reach into these versions' internals
 _CHECKED_TE = ("4.16.0",)  # typing_extensions whose _ProtocolMeta.__instancecheck__ fix 4 was read against
 
 
@@ -101,12 +103,55 @@ def _machinery_patches() -> list[tuple[object, str, object]]:
     """(owner, attribute, replacement) for fixes 4-7 (see the module docstring). Each replacement
     computes what the original computes; per-class facts the original looks up on every call are
     memoised (keyed by class identity) in memos built afresh for every `patched()` block."""
-    import abc
+    kinds, kind_of = _node_kinds()
+    return [
+        *_count_refs_patch(kinds, kind_of),
+        *_instancecheck_patch(),
+        *_symbol_table_patch(),
+        *_translator_patches(kinds, kind_of),
+    ]
+
+
+def _node_kinds() -> tuple[dict[int, tuple], object]:
+    """The memo of fixes 6 and 7: class -> the branch of NodeTranslator.generic_visit its nodes
+    take, their fields and the children dispatchers."""
     import collections.abc
 
+    from gt4py.eve import concepts, trees
+
+    node_base = concepts.Node
+    dispatch = trees.iter_children_values.dispatch
+    node_items = concepts.Node.iter_children_items
+    iter_items_dispatch = trees.iter_children_items.dispatch
+    kinds: dict[int, tuple] = {}
+
+    def kind_of(node) -> tuple:
+        # (class, kind, fields): the branch of NodeTranslator.generic_visit the node takes, from the
+        # same isinstance tests (which depend on the class only); kind 0 only when the class
+        # iterates its children as eve.Node does
+        cls = node.__class__
+        if isinstance(node, node_base):
+            kind = 0 if cls.iter_children_items is node_items else 4
+        elif isinstance(node, (list, set, collections.abc.Set)) or (
+            isinstance(node, collections.abc.Sequence) and not isinstance(node, (str, bytes, enum.Enum))
+        ):
+            kind = 1
+        elif isinstance(node, (dict, collections.abc.Mapping)):
+            kind = 2
+        else:
+            kind = 3
+        entry = kinds[id(cls)] = (cls, kind, tuple(cls.__datamodel_fields__.keys()) if kind == 0 else (),
+                                  dispatch(cls), iter_items_dispatch(cls))  # fmt: skip
+        return entry
+
+    return kinds, kind_of
+
+
+def _instancecheck_patch() -> list[tuple[object, str, object]]:
+    import abc
+
     import typing_extensions
-    from gt4py.eve import concepts, exceptions, traits, trees, visitors
-    from gt4py.next.iterator.transforms import symbol_ref_utils
+    from gt4py.eve import concepts
 
     # --- 4. isinstance against eve's node classes (metaclass typing_extensions._ProtocolMeta) ---
     meta = type(concepts.Node)
@@ -124,6 +169,12 @@ def _machinery_patches() -> list[tuple[object, str, object]]:
         if cls is protocol or getattr(cls, "_is_protocol", False):
             return orig_instancecheck(cls, instance)
         return abc_instancecheck(cls, instance)  # the original's branch for a concrete class
+
+    return [(meta, "__instancecheck__", __instancecheck__)] if patch_instancecheck else []
+
+
+def _symbol_table_patch() -> list[tuple[object, str, object]]:
+    from gt4py.eve import concepts, exceptions, traits, trees
 
     # --- 5. symbol tables: SymbolTableTrait.SymbolsCollector.apply without a visitor ---
     collector = traits.SymbolTableTrait.SymbolsCollector
@@ -185,30 +236,14 @@ def _machinery_patches() -> list[tuple[object, str, object]]:
 
     orig_apply = collector.__dict__["apply"]
 
+    return [(collector, "apply", classmethod(apply))]
+
+
+def _translator_patches(kinds: dict[int, tuple], kind_of) -> list[tuple[object, str, object]]:
+    from gt4py.eve import concepts, visitors
+
+    node_base = concepts.Node
     # --- 6. NodeTranslator.visit / generic_visit: the node-or-collection tests memoised per class ---
-    node_items = concepts.Node.iter_children_items
-    iter_items_dispatch = trees.iter_children_items.dispatch
-    kinds: dict[int, tuple] = {}
-
-    def kind_of(node) -> tuple:
-        # (class, kind, fields): the branch of NodeTranslator.generic_visit the node takes, from the
-        # same isinstance tests (which depend on the class only); kind 0 only when the class
-        # iterates its children as eve.Node does
-        cls = node.__class__
-        if isinstance(node, node_base):
-            kind = 0 if cls.iter_children_items is node_items else 4
-        elif isinstance(node, (list, set, collections.abc.Set)) or (
-            isinstance(node, collections.abc.Sequence) and not isinstance(node, (str, bytes, enum.Enum))
-        ):
-            kind = 1
-        elif isinstance(node, (dict, collections.abc.Mapping)):
-            kind = 2
-        else:
-            kind = 3
-        entry = kinds[id(cls)] = (cls, kind, tuple(cls.__datamodel_fields__.keys()) if kind == 0 else (),
-                                  dispatch(cls), iter_items_dispatch(cls))  # fmt: skip
-        return entry
-
     translator = visitors.NodeTranslator
     orig_generic_visit = translator.__dict__["generic_visit"]
     nothing = visitors.NOTHING
@@ -266,6 +301,17 @@ def _machinery_patches() -> list[tuple[object, str, object]]:
         for child in entry[3](node):  # trees.iter_children_values(node), dispatched as it does
             self.visit(child, **kwargs)
         return None
+
+    return [
+        (translator, "generic_visit", generic_visit),
+        (translator, "visit", visit),
+        (visitors.NodeVisitor, "generic_visit", visitor_generic_visit),
+    ]
+
+
+def _count_refs_patch(kinds: dict[int, tuple], kind_of) -> list[tuple[object, str, object]]:
+    from gt4py.eve import concepts
+    from gt4py.next.iterator.transforms import symbol_ref_utils
 
     # --- 7. CountSymbolRefs (symbol_ref_utils; a third of all visits): the same walk as recursion ---
     count_refs = symbol_ref_utils.CountSymbolRefs
@@ -330,14 +376,7 @@ def _machinery_patches() -> list[tuple[object, str, object]]:
         walk(node, kwargs["inactive_refs"])
         return None
 
-    return [
-        (count_refs, "visit", count_visit),
-        *([(meta, "__instancecheck__", __instancecheck__)] if patch_instancecheck else []),
-        (collector, "apply", classmethod(apply)),
-        (translator, "generic_visit", generic_visit),
-        (translator, "visit", visit),
-        (visitors.NodeVisitor, "generic_visit", visitor_generic_visit),
-    ]
+    return [(count_refs, "visit", count_visit)]
 
 
 @contextlib.contextmanager

@@ -487,19 +487,23 @@ class ProgramIR:
             skip = f", skip {tb.skip_value}" if tb.skip_value is not None else ""
             lines.append(f"table {tb.name}: {tb.source_dim} -> {tb.max_neighbors} x {tb.target_dim}{skip}")
 
-        def visit(steps: tuple[Step, ...], indent: str) -> None:
-            for s in steps:
-                if isinstance(s, Kernel):
-                    lines.extend(indent + line for line in str(s).splitlines())
-                else:
-                    lines.append(f"{indent}host if ({s.cond}) {{")
-                    visit(s.then, indent + "  ")
-                    lines.append(f"{indent}}} else {{")
-                    visit(s.orelse, indent + "  ")
-                    lines.append(f"{indent}}}")
-
-        visit(self.steps, "")
+        lines += format_steps(self.steps, lambda k: str(k).splitlines())
         return "\n".join(lines)
+
+
+def format_steps(steps: tuple[Step, ...], kernel_lines, indent: str = "") -> list[str]:
+    """The steps as `str(ProgramIR)` prints them, each kernel as `kernel_lines(kernel)` gives it."""
+    lines: list[str] = []
+    for s in steps:
+        if isinstance(s, Kernel):
+            lines.extend(indent + line for line in kernel_lines(s))
+        else:
+            lines.append(f"{indent}host if ({s.cond}) {{")
+            lines += format_steps(s.then, kernel_lines, indent + "  ")
+            lines.append(f"{indent}}} else {{")
+            lines += format_steps(s.orelse, kernel_lines, indent + "  ")
+            lines.append(f"{indent}}}")
+    return lines
 
 
 def step_kernels(step: Step) -> list[Kernel]:
@@ -507,6 +511,15 @@ def step_kernels(step: Step) -> list[Kernel]:
     if isinstance(step, Kernel):
         return [step]
     return [k for s in (*step.then, *step.orelse) for k in step_kernels(s)]
+
+
+def map_kernels(program: ProgramIR, fn) -> ProgramIR:
+    """`program` with every kernel `k` (in host conditionals too) replaced by `fn(k)`."""
+
+    def visit(steps: tuple[Step, ...]) -> tuple[Step, ...]:
+        return tuple(fn(s) if isinstance(s, Kernel) else HostIf(s.cond, visit(s.then), visit(s.orelse)) for s in steps)
+
+    return dataclasses.replace(program, steps=visit(program.steps))
 
 
 def flat_call_args(args: tuple, tuple_params: tuple[tuple[int, int], ...], program: str) -> tuple:

@@ -7,453 +7,34 @@ lambdas, tuples and offsets are compile-time values, and everything that depends
 becomes a kernel-IR expression. Lambda applications with non-trivial arguments become `Let`s
 (GT4Py's common-subexpression pass introduced them, so they name real reuse), and `if_` branches
 that need statements of their own become structured `If`s so nothing runs in the branch not taken.
+
+Modules: lower_values.py (the compile-time values), lower_stencil.py (the partial evaluator of one
+stencil lambda), this one (the program: parameters, tables, domains, statements -> kernels).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-import re
-from dataclasses import dataclass
-from typing import Any, Callable, Union
 
 from gt4py.next import common
 from gt4py.next.iterator import ir as itir
 from gt4py.next.type_system import type_specifications as ts
 
 from icoforge.backend import ir
+from icoforge.backend.lower_stencil import StencilLowering
+from icoforge.backend.lower_values import (
+    FieldArg,
+    ScalarArg,
+    TupleArg,
+    IndexArg,
+    Iterator,
+    TupleV,
+    ArgValue,
+    Value,
+    dtype_of,
+    sanitize,
+)
 from icoforge.errors import UnsupportedConstructError
-
-# ---------------------------------------------------------------------------------------------
-# Compile-time values of the partial evaluator
-
-
-@dataclass(frozen=True)
-class FieldArg:
-    """A field (program parameter or temporary) bound to a stencil parameter."""
-
-    name: str
-    dims: tuple[str, ...]
-    dtype: str
-
-
-@dataclass(frozen=True)
-class ScalarArg:
-    """A host scalar bound to a stencil parameter; derefs to the kernel argument `param`."""
-
-    param: ir.Param
-
-
-@dataclass(frozen=True)
-class TupleArg:
-    items: tuple["ArgValue", ...]
-
-
-@dataclass(frozen=True)
-class IndexArg:
-    """`index(dim)` passed to a stencil: derefs to the iterator's position along `dim`."""
-
-    dim: str
-
-
-ArgValue = Union[FieldArg, ScalarArg, TupleArg, IndexArg]
-
-
-@dataclass(frozen=True)
-class Iterator:
-    """An iterator: which data, and where it points (dimension name -> index expression)."""
-
-    arg: ArgValue
-    pos: tuple[tuple[str, ir.Expr], ...]
-    valid: tuple[ir.Expr, ...] = ()  # conditions for can_deref (neighbour != skip value)
-
-    def at(self, dim: str) -> ir.Expr | None:
-        return dict(self.pos).get(dim)
-
-
-@dataclass(frozen=True)
-class Closure:
-    params: tuple[str, ...]
-    body: itir.Expr
-    env: dict
-
-
-@dataclass(frozen=True)
-class Builtin:
-    name: str
-
-
-@dataclass(frozen=True)
-class Offset:
-    value: Union[int, str]
-
-
-@dataclass(frozen=True)
-class Axis:
-    name: str
-
-
-@dataclass(frozen=True)
-class CartShift:
-    dim: str
-
-
-@dataclass(frozen=True)
-class TupleV:
-    items: tuple[Any, ...]
-
-
-@dataclass(frozen=True)
-class ListV:
-    """A neighbour list (a sparse field's row, or `neighbors(...)`): one value per local index."""
-
-    items: tuple[Any, ...]
-
-
-Value = Any  # ir.Expr | Iterator | Closure | Builtin | Offset | CartShift | TupleV | ListV
-
-
-def dtype_of(t: ts.TypeSpec | None) -> str:
-    if isinstance(t, ts.ScalarType):
-        return t.kind.name.lower()
-    if isinstance(t, ts.FieldType):
-        return dtype_of(t.dtype)
-    if isinstance(t, ts.ListType):
-        return dtype_of(t.element_type)
-    raise UnsupportedConstructError(f"cannot determine a scalar dtype from type {t}")
-
-
-def _sanitize(name: str) -> str:
-    s = re.sub(r"[^0-9A-Za-z_]", "_", name.encode("ascii", "replace").decode())
-    return s if s and not s[0].isdigit() else f"v{s}"
-
-
-def _literal(node: itir.Literal) -> ir.Const:
-    dtype = dtype_of(node.type)
-    v = node.value
-    if dtype == "bool":
-        return ir.Const(v in ("True", "true", True), dtype)
-    if dtype.startswith(("int", "uint")):
-        return ir.Const(int(v), dtype)
-    return ir.Const(float(v), dtype)
-
-
-# ---------------------------------------------------------------------------------------------
-# Expression builders with light constant folding (keeps index arithmetic readable: `k + 1`)
-
-
-def binary(op: str, a: ir.Expr, b: ir.Expr) -> ir.Expr:
-    dtype = "bool" if op in ir.COMPARISONS or op in ("and_", "or_") else ir.result_dtype(a.dtype, b.dtype)
-    if isinstance(a, ir.Const) and isinstance(b, ir.Const) and op in ("plus", "minus", "multiplies"):
-        f = {"plus": lambda x, y: x + y, "minus": lambda x, y: x - y, "multiplies": lambda x, y: x * y}[op]
-        return ir.Const(f(a.value, b.value), dtype)
-    if op in ("plus", "minus") and isinstance(b, ir.Const) and b.value == 0 and not dtype.startswith("float"):
-        return a
-    if op in ("and_", "or_"):
-        for x, y in ((a, b), (b, a)):
-            if isinstance(x, ir.Const):
-                if op == "and_":
-                    return y if x.value else ir.Const(False, "bool")
-                return ir.Const(True, "bool") if x.value else y
-    if op == "plus" and isinstance(b, ir.Const) and isinstance(b.value, int) and b.value < 0:
-        return ir.Binary("minus", a, ir.Const(-b.value, b.dtype), dtype)
-    return ir.Binary(op, a, b, dtype)
-
-
-def all_of(conds: tuple[ir.Expr, ...]) -> ir.Expr:
-    out: ir.Expr = ir.Const(True, "bool")
-    for c in conds:
-        out = binary("and_", out, c)
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Block:
-    stmts: list
-
-
-class StencilLowering:
-    """Partial evaluator for one stencil lambda; collects statements and kernel arguments."""
-
-    def __init__(self, program: "ProgramLowering", where: str):
-        self.program = program
-        self.where = where
-        self.blocks: list[_Block] = [_Block([])]
-        self.counter = itertools.count()
-        self.kernel_args: list[tuple[ir.Param, ir.Expr]] = []
-
-    # -- statement emission ---------------------------------------------------------------
-    def emit(self, s: ir.Stmt) -> None:
-        self.blocks[-1].stmts.append(s)
-
-    def fresh(self, hint: str, dtype: str) -> ir.Var:
-        return ir.Var(f"{_sanitize(hint)}_{next(self.counter)}", dtype)
-
-    def bind(self, hint: str, value: ir.Expr) -> ir.Expr:
-        """Name a value with a Let unless it is trivial to recompute."""
-        if isinstance(value, (ir.Const, ir.Var, ir.Param, ir.HIndex, ir.KIndex)):
-            return value
-        var = self.fresh(hint, value.dtype)
-        self.emit(ir.Let(var, value))
-        return var
-
-    def in_block(self, fn: Callable[[], Value]) -> tuple[tuple[ir.Stmt, ...], Value]:
-        self.blocks.append(_Block([]))
-        try:
-            v = fn()
-        finally:
-            blk = self.blocks.pop()
-        return tuple(blk.stmts), v
-
-    def fail(self, what: str) -> UnsupportedConstructError:
-        return UnsupportedConstructError(
-            f"program {self.program.name!r}, {self.where}: unsupported construct: {what}"
-        )
-
-    # -- evaluation -----------------------------------------------------------------------
-    def eval(self, node: itir.Expr, env: dict) -> Value:
-        if isinstance(node, itir.Literal):
-            return _literal(node)
-        if isinstance(node, itir.OffsetLiteral):
-            return Offset(node.value)
-        if isinstance(node, itir.CartesianOffset):
-            return CartShift(node.domain.value)
-        if isinstance(node, itir.SymRef):
-            if node.id in env:
-                return env[node.id]
-            if node.id in self.program.function_defs:
-                fd = self.program.function_defs[node.id]
-                return Closure(tuple(p.id for p in fd.params), fd.expr, {})
-            return Builtin(str(node.id))
-        if isinstance(node, itir.Lambda):
-            return Closure(tuple(str(p.id) for p in node.params), node.expr, env)
-        if isinstance(node, itir.FunCall):
-            return self.call(node, env)
-        if isinstance(node, itir.AxisLiteral):
-            return Axis(node.value)
-        if isinstance(node, itir.InfinityLiteral):
-            return ir.Const(float("inf") if node.name == "POSITIVE" else float("-inf"), "float64")
-        raise self.fail(f"expression {type(node).__name__}: {node}")
-
-    def apply(self, fn: Value, args: list[Value], names: tuple[str, ...] | None = None) -> Value:
-        if isinstance(fn, Closure):
-            if len(args) != len(fn.params):
-                raise self.fail(f"lambda arity {len(fn.params)} called with {len(args)} arguments")
-            env = dict(fn.env)
-            for p, a in zip(fn.params, args):
-                env[p] = self.bind(p, a) if isinstance(a, ir.Expr) else a
-            return self.eval(fn.body, env)
-        raise self.fail(f"call of {fn}")
-
-    def call(self, node: itir.FunCall, env: dict) -> Value:
-        fun = node.fun
-        # shift(offsets...)(it) and other curried builtins
-        if isinstance(fun, itir.FunCall) and isinstance(fun.fun, itir.SymRef) and fun.fun.id == "shift" and "shift" not in env:
-            offsets = [self.eval(a, env) for a in fun.args]
-            (it,) = [self.eval(a, env) for a in node.args]
-            return self.shift(it, offsets)
-        fn = self.eval(fun, env)
-        if isinstance(fn, Builtin):
-            return self.builtin(fn.name, node, env)
-        args = [self.eval(a, env) for a in node.args]
-        return self.apply(fn, args)
-
-    # -- iterators --------------------------------------------------------------------------
-    def shift(self, it: Value, offsets: list[Value]) -> Iterator:
-        if not isinstance(it, Iterator):
-            raise self.fail(f"shift of a non-iterator {it}")
-        pos = dict(it.pos)
-        valid = list(it.valid)
-        pairs = list(zip(offsets[0::2], offsets[1::2]))
-        if len(offsets) % 2:
-            raise self.fail("shift with an odd number of offset arguments")
-        for tag, idx in pairs:
-            if isinstance(tag, CartShift) or (
-                isinstance(tag, Offset) and isinstance(self.program.offset_type(str(tag.value)), common.Dimension)
-            ):
-                # a vertical shift: by a constant, or by data (`as_offset(Koff, field)`)
-                d = tag.dim if isinstance(tag, CartShift) else self.program.offset_type(str(tag.value)).value
-                if d not in pos:
-                    raise self.fail(f"vertical shift of an iterator without {d}")
-                if isinstance(idx, Offset) and isinstance(idx.value, int):
-                    by: ir.Expr = ir.Const(idx.value, pos[d].dtype)
-                elif isinstance(idx, ir.Expr) and not idx.dtype.startswith("float"):
-                    by = idx
-                else:
-                    raise self.fail(f"vertical shift by {idx}")
-                pos[d] = binary("plus", pos[d], by)
-                continue
-            if not isinstance(idx, Offset) or not isinstance(idx.value, int):
-                raise self.fail(f"horizontal shift by a non-constant index {idx}")
-            if not isinstance(tag, Offset) or not isinstance(tag.value, str):
-                raise self.fail(f"shift tag {tag}")
-            conn = self.program.offset_type(str(tag.value))
-            src = conn.source_dim.value
-            if src not in pos:
-                raise self.fail(f"shift {tag.value} of an iterator not on {src}")
-            row = pos.pop(src)
-            table = self.program.use_table(tag.value, conn)
-            nb = ir.Table(table.name, row, idx.value, table.dtype)
-            pos[conn.codomain.value] = nb
-            if table.skip_value is not None:
-                valid.append(binary("not_eq", nb, ir.Const(table.skip_value, table.dtype)))
-        return Iterator(it.arg, tuple(pos.items()), tuple(valid))
-
-    def deref(self, it: Value) -> Value:
-        if not isinstance(it, Iterator):
-            raise self.fail(f"deref of a non-iterator {it}")
-        return self._deref_arg(it.arg, it)
-
-    def _deref_arg(self, arg: ArgValue, it: Iterator) -> Value:
-        if isinstance(arg, ScalarArg):
-            return arg.param
-        if isinstance(arg, TupleArg):
-            return TupleV(tuple(self._deref_arg(a, it) for a in arg.items))
-        pos = dict(it.pos)
-        if isinstance(arg, IndexArg):
-            if arg.dim not in pos:
-                raise self.fail(f"index({arg.dim}) dereferenced at a position without {arg.dim}")
-            idx = pos[arg.dim]
-            return idx if idx.dtype == "int32" else ir.Cast(idx, "int32")
-        local_dims = [d for d in arg.dims if self.program.dim_kind(d) == "local"]
-        if len(local_dims) > 1:
-            raise self.fail(f"field {arg.name} with several local dimensions")
-
-        def load(local: int | None) -> ir.Load:
-            idx = []
-            for d in arg.dims:
-                if self.program.dim_kind(d) == "local":
-                    idx.append(ir.Const(local, "int32"))
-                elif d in pos:
-                    idx.append(pos[d])
-                else:
-                    raise self.fail(f"deref of field {arg.name} (dims {arg.dims}) at a position without {d}")
-            return ir.Load(arg.name, tuple(idx), arg.dtype)
-
-        if local_dims:
-            n = self.program.local_dim_size(local_dims[0])
-            return ListV(tuple(load(j) for j in range(n)))
-        return load(None)
-
-    # -- builtins ---------------------------------------------------------------------------
-    def builtin(self, name: str, node: itir.FunCall, env: dict) -> Value:
-        if name == "if_":
-            return self.if_(node, env)
-        if name == "get_domain_range":  # (start, stop) of a field argument along an axis: host only
-            field, axis = node.args
-            fa = self.program.field_named_by(field)
-            if fa is None or not isinstance(axis, itir.AxisLiteral) or axis.value not in fa.dims:
-                raise self.fail(f"get_domain_range({field}, {axis})")
-            pos = fa.dims.index(axis.value)
-            return TupleV(tuple(ir.FieldBound(fa.name, axis.value, pos, stop) for stop in (False, True)))
-        args = [self.eval(a, env) for a in node.args]
-        if name == "deref":
-            return self.deref(args[0])
-        if name == "can_deref":
-            it = args[0]
-            if not isinstance(it, Iterator):
-                raise self.fail("can_deref of a non-iterator")
-            return all_of(it.valid)
-        if name == "make_tuple":
-            return TupleV(tuple(args))
-        if name == "tuple_get":
-            idx, tup = args
-            if not isinstance(tup, TupleV) or not isinstance(idx, ir.Const):
-                raise self.fail(f"tuple_get on {tup}")
-            return tup.items[int(idx.value)]
-        if name == "list_get":
-            idx, lst = args
-            if not isinstance(lst, ListV):
-                raise self.fail(f"list_get on {lst}")
-            i = idx.value if isinstance(idx, (Offset, ir.Const)) else None
-            if not isinstance(i, int):
-                raise self.fail("list_get with a non-constant index")
-            return lst.items[i]
-        if name == "neighbors":
-            off, it = args
-            conn = self.program.offset_type(off.value)
-            return ListV(
-                tuple(self.deref(self.shift(it, [off, Offset(j)])) for j in range(conn.max_neighbors))
-            )
-        if name == "cast_":
-            value, ty = args
-            target = ty.name if isinstance(ty, Builtin) else None
-            if target is None:
-                raise self.fail(f"cast_ to {ty}")
-            return self.scalar(value) if value.dtype == target else ir.Cast(self.scalar(value), target)
-        if name == "index":
-            (dim,) = node.args
-            if not isinstance(dim, itir.AxisLiteral):
-                raise self.fail("index() of a non-axis")
-            kind = self.program.dim_kind(dim.value)
-            return ir.KIndex() if kind == "vertical" else ir.HIndex()
-        if name in ir.BINARY_OPS:
-            a, b = (self.scalar(x) for x in args)
-            return binary(name, a, b)
-        if name in ("neg", "not_"):
-            a = self.scalar(args[0])
-            if name == "neg" and isinstance(a, ir.Const):
-                return ir.Const(-a.value, a.dtype)
-            return ir.Unary(name, a, "bool" if name == "not_" else a.dtype)
-        if name in ("minimum", "maximum", "power", "fmod", "floordiv"):
-            a, b = (self.scalar(x) for x in args)
-            return ir.Call(name, (a, b), ir.result_dtype(a.dtype, b.dtype))
-        if name in ("isfinite", "isinf", "isnan"):
-            return ir.Call(name, (self.scalar(args[0]),), "bool")
-        if name in _UNARY_MATH:
-            a = self.scalar(args[0])
-            return ir.Call(name, (a,), a.dtype)
-        if name in _TYPE_NAMES:  # type constructors used as conversion functions: float64(x)
-            return ir.Cast(self.scalar(args[0]), name)
-        raise self.fail(f"builtin {name!r}")
-
-    def scalar(self, v: Value) -> ir.Expr:
-        if isinstance(v, ir.Expr):
-            return v
-        raise self.fail(f"expected a scalar value, got {type(v).__name__}")
-
-    def if_(self, node: itir.FunCall, env: dict) -> Value:
-        cond = self.scalar(self.eval(node.args[0], env))
-        if isinstance(cond, ir.Const):  # folded host/constant condition
-            return self.eval(node.args[1 if cond.value else 2], env)
-        t_stmts, t_val = self.in_block(lambda: self.eval(node.args[1], env))
-        f_stmts, f_val = self.in_block(lambda: self.eval(node.args[2], env))
-        return self._merge(cond, t_stmts, t_val, f_stmts, f_val)
-
-    def _merge(self, cond, t_stmts, t_val, f_stmts, f_val) -> Value:
-        if isinstance(t_val, TupleV) and isinstance(f_val, TupleV):
-            if not t_stmts and not f_stmts:
-                return TupleV(tuple(self._merge(cond, (), a, (), b) for a, b in zip(t_val.items, f_val.items)))
-            out_vars = [self.fresh("if", self.scalar(a).dtype) for a in t_val.items]
-            for v in out_vars:
-                self.emit(ir.Declare(v))
-            self.emit(
-                ir.If(
-                    cond,
-                    t_stmts + tuple(ir.Let(v, a, declared=True) for v, a in zip(out_vars, t_val.items)),
-                    f_stmts + tuple(ir.Let(v, b, declared=True) for v, b in zip(out_vars, f_val.items)),
-                )
-            )
-            return TupleV(tuple(out_vars))
-        a, b = self.scalar(t_val), self.scalar(f_val)
-        dtype = ir.result_dtype(a.dtype, b.dtype)
-        if not t_stmts and not f_stmts:
-            return ir.Select(cond, a, b, dtype)
-        var = self.fresh("if", dtype)
-        self.emit(ir.Declare(var))
-        self.emit(ir.If(cond, t_stmts + (ir.Let(var, a, declared=True),), f_stmts + (ir.Let(var, b, declared=True),)))
-        return var
-
-
-_UNARY_MATH = {
-    "abs", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh",
-    "arccosh", "arctanh", "sqrt", "exp", "log", "gamma", "cbrt", "floor", "ceil", "trunc",
-}  # fmt: skip
-_TYPE_NAMES = {"float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "bool"}
-
 
 # ---------------------------------------------------------------------------------------------
 
@@ -476,7 +57,7 @@ class ProgramLowering:
         self.tuple_fields: dict[str, tuple[FieldArg, ...]] = {}
         self.tuple_params: list[tuple[int, int]] = []
         self.kernel_count = itertools.count()
-        self.short_name = _short_program_name(self.name)
+        self.short_name = short_program_name(self.name)
         for position, (sym, t) in enumerate(zip(program.params, arg_types, strict=True)):
             self._add_param(str(sym.id), t, position)
         for conn in offset_provider_type.values():
@@ -523,7 +104,7 @@ class ProgramLowering:
             self.fields[name] = f
             self.params.append(ir.FieldParam(name, dims, f.dtype))
         elif isinstance(t, ts.ScalarType):
-            p = ir.Param(_sanitize(name), dtype_of(t))
+            p = ir.Param(sanitize(name), dtype_of(t))
             self.scalars[name] = p
             self.params.append(p)
         else:
@@ -756,7 +337,7 @@ def _unflatten(template: Value, flat) -> Value:
     return next(flat)
 
 
-def _short_program_name(name: str) -> str:
+def short_program_name(name: str) -> str:
     """Stable, short kernel-name prefix. Profilers truncate or choke on long names, so names over
     32 characters keep the first four letters of each word and drop filler words:
     `vertically_implicit_solver_at_predictor_step` -> `vert_impl_solv_pred_step`."""

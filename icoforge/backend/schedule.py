@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from icoforge.backend import ir
+from icoforge.backend.dtypes import ITEMSIZE
 from icoforge.errors import IcoforgeError
 
 MAX_THREADS_PER_BLOCK = 1024
@@ -251,48 +251,29 @@ class ProgramSchedule:
         return self.dumps()
 
 
-SCHEDULE_ENV = "ICOFORGE_SCHEDULE"
-
-
-def schedule_from_env(vendor: str) -> ProgramSchedule:
-    """The schedule of icoforge GPU backends made by name (`icoforge-cuda` in the granule, `icoforge
-    run`): `$ICOFORGE_SCHEDULE` (ProgramSchedule JSON, or the path of a JSON file) if set, else the
-    vendor default. A JSON without "default" keeps the vendor default for unlisted kernels."""
-    text = os.environ.get(SCHEDULE_ENV, "").strip()
+def schedule_from_text(text: str, vendor: str, where: str = "schedule") -> ProgramSchedule:
+    """A ProgramSchedule from JSON or the path of a JSON file (what `--schedule` and
+    `$ICOFORGE_SCHEDULE` hold); "" is the vendor default. A JSON without "default" keeps the
+    vendor default for unlisted kernels. Errors name `where`."""
+    text = text.strip()
     if not text:
         return ProgramSchedule(default=VENDOR_DEFAULTS[vendor])
     if not text.startswith("{"):
         try:
             text = open(text).read()
         except OSError as e:
-            raise ScheduleError(f"${SCHEDULE_ENV}: neither JSON nor a readable file ({e})") from None
+            raise ScheduleError(f"{where}: neither JSON nor a readable file ({e})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ScheduleError(f"${SCHEDULE_ENV}: not valid JSON ({e})") from None
+        raise ScheduleError(f"{where}: not valid JSON ({e})") from None
     if not isinstance(data, dict):
-        raise ScheduleError(f"${SCHEDULE_ENV}: a JSON object is needed, got {type(data).__name__}")
+        raise ScheduleError(f"{where}: a JSON object is needed, got {type(data).__name__}")
     data.setdefault("default", VENDOR_DEFAULTS[vendor].to_json())
     try:
         return ProgramSchedule.from_json(data)
     except (TypeError, ValueError, AttributeError) as e:  # e.g. "default": 5
-        raise ScheduleError(f"${SCHEDULE_ENV}: not a schedule ({e})") from None
-
-
-def use_schedule(text: str) -> None:
-    """`--schedule` of `icoforge greenline` and `icoforge run`: check the schedule (JSON or a JSON
-    file) now, before minutes of compiling, and make it `$ICOFORGE_SCHEDULE` for this process and
-    the compile workers it starts."""
-    old = os.environ.get(SCHEDULE_ENV)
-    os.environ[SCHEDULE_ENV] = text
-    try:
-        schedule_from_env("cuda").default.validate("--schedule")
-    except ScheduleError as e:
-        if old is None:
-            os.environ.pop(SCHEDULE_ENV, None)
-        else:
-            os.environ[SCHEDULE_ENV] = old
-        raise ScheduleError(f"--schedule: {str(e).removeprefix(f'${SCHEDULE_ENV}: ')}") from None
+        raise ScheduleError(f"{where}: not a schedule ({e})") from None
 
 
 VENDOR_DEFAULTS = {
@@ -350,9 +331,6 @@ class KernelLaunch:
         return text
 
 
-DTYPE_BYTES = {"int32": 4, "int64": 8, "int16": 2, "int8": 1, "uint32": 4, "uint64": 8}
-
-
 def kernel_kind(kernel: ir.Kernel) -> str:
     has_h, has_k = kernel.domain.hdim is not None, kernel.domain.k_start is not None
     if kernel.is_scan:
@@ -408,7 +386,7 @@ def check_kernel(
                 raise ScheduleError(f"{where}: smem_tables names {t!r}, but the kernel {why}")
         staged = tuple(staged)
     infos = {t.name: t for t in program.tables}
-    smem = tuple((t, infos[t].max_neighbors, DTYPE_BYTES[infos[t].dtype]) for t in staged)
+    smem = tuple((t, infos[t].max_neighbors, ITEMSIZE[infos[t].dtype]) for t in staged)
     launch = KernelLaunch(s, kind, block, kpt, unroll, hpt, smem)
 
     limit = smem_limit if smem_limit is not None else SMEM_LIMIT_BYTES[vendor]

@@ -23,14 +23,12 @@ from gt4py.next.iterator import ir as itir
 from gt4py.next.iterator.transforms import pass_manager
 from gt4py.next.otf import definitions, stages
 
-from icoforge.backend import forward, hoist, ir, lower
+from icoforge import settings
+from icoforge.backend import ir, lower, pipeline
 from icoforge.cache import atomic_write_bytes, cache_dir, file_lock
 from icoforge.errors import IcoforgeError
 
-# OpenMP threads of the CPU target sleep rather than spin between kernels unless the user says
-# otherwise: on a shared 2-core machine spinning made a 0.4 ms program take 12 ms (measured).
-# Must be set before libgomp loads, i.e. before the first generated module is imported.
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+settings.prepare_openmp()  # before the first generated module loads libgomp
 
 def in_pool_worker() -> bool:
     """Running in a child process (GT4Py's compile pool, or one of icoforge's own pools)."""
@@ -43,8 +41,8 @@ _priority_lowered = False
 
 
 def yield_to_main_process() -> None:
-    """In a compile worker, lower this process' CPU priority once (nice ICOFORGE_WORKER_NICE, default
-    5; 0 keeps it). While icon4py constructs SolveNonhydro, the main process lowers one program after
+    """In a compile worker, lower this process' CPU priority once (nice `settings.worker_nice`,
+    default 5; 0 keeps it). While icon4py constructs SolveNonhydro, the main process lowers one program after
     the other to GTIR and submits it; with as many busy workers as cores it got a fraction of a core,
     so every later program, the vertical solvers among them, was submitted late (H200, REGIONAL/80
     cold, session 7: construction 23.3 s with the workers busy, 13.8 s warm)."""
@@ -53,8 +51,8 @@ def yield_to_main_process() -> None:
         return
     _priority_lowered = True
     try:
-        os.nice(int(os.environ.get("ICOFORGE_WORKER_NICE", "5")))
-    except (OSError, ValueError):  # not permitted, or a bad value: run at the normal priority
+        os.nice(settings.current().worker_nice)
+    except OSError:  # not permitted: run at the normal priority
         pass
 
 
@@ -69,7 +67,7 @@ def gt4py_passes(program: itir.Program, offset_provider: common.OffsetProvider) 
             program, extract_temporaries=True, unroll_reduce=True, offset_provider=offset_provider
         )
 
-    if os.environ.get("ICOFORGE_FAST_PASSES", "1") == "0" or not gt4py_speedups.applicable():
+    if not settings.current().fast_passes or not gt4py_speedups.applicable():
         return run()
     with gt4py_speedups.patched():
         return run()
@@ -112,12 +110,15 @@ def translate(inp: definitions.CompilableProgramDef, use_cache: bool = True) -> 
     t0 = time.perf_counter()
     transformed, hit = cached_passes(inp) if use_cache else (gt4py_passes(inp.data, inp.args.offset_provider), False)
     t1 = time.perf_counter()
-    op_type = common.offset_provider_to_type(inp.args.offset_provider)
-    prog = lower.lower_program(transformed, inp.args.args, op_type)
-    prog = hoist.hoist_program(forward.forward_copies(prog))
-    if trace_dir := os.environ.get("ICOFORGE_TRACE"):
+    prog = pipeline.translate_passes(lower_gtir(inp, transformed))
+    if trace_dir := settings.current().trace:
         _trace_translation(trace_dir, inp, hit, t1 - t0, time.perf_counter() - t1)
     return Translation(prog, 0.0 if hit else t1 - t0, time.perf_counter() - t1, hit), hit
+
+
+def lower_gtir(inp: definitions.CompilableProgramDef, transformed: itir.Program) -> ir.ProgramIR:
+    """GTIR after GT4Py's passes -> kernel IR, before icoforge's passes (pipeline.py)."""
+    return lower.lower_program(transformed, inp.args.args, common.offset_provider_to_type(inp.args.offset_provider))
 
 
 def _trace_translation(trace_dir: str, inp: definitions.CompilableProgramDef, hit: bool, passes_s: float, lower_s: float) -> None:
@@ -175,7 +176,7 @@ def _read_checked(path: pathlib.Path) -> itir.Program | None:
 
 def module_name_for(program: ir.ProgramIR) -> str:
     digest = hashlib.sha256(str(program).encode()).hexdigest()[:10]
-    return f"icf_{lower._short_program_name(program.name)}_{digest}"
+    return f"icf_{lower.short_program_name(program.name)}_{digest}"
 
 
 @dataclasses.dataclass(frozen=True)

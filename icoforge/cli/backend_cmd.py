@@ -44,7 +44,7 @@ def _names(args) -> list[str]:
 
 
 def gpu_check(args) -> int:
-    from icoforge.backend.checks import compile_all, compile_table_markdown
+    from icoforge.suite.checks import compile_all, compile_table_markdown
 
     console = Console(stderr=True)
     names = _names(args)
@@ -72,7 +72,7 @@ def gpu_check(args) -> int:
 
 
 def verify_all(args) -> int:
-    from icoforge.backend.checks import VerifyRow
+    from icoforge.suite.checks import VerifyRow
     from icoforge.parallel import WorkerDied, map_isolated
 
     names = _names(args)
@@ -101,7 +101,7 @@ def verify_all(args) -> int:
 
 def _verify_case(grid: str, reference: str, case: tuple[str, int, int]):
     """One verify-all case in a worker (module level, so that spawned workers can import it)."""
-    from icoforge.backend.checks import verify_one
+    from icoforge.suite.checks import verify_one
 
     name, levels, seed = case
     return verify_one(name, grid, levels, reference, seed)

@@ -128,7 +128,7 @@ def cmd_greenline(args: argparse.Namespace) -> int:
 
     pymode.ensure(args.python_mode, args.cli_argv)  # before anything is imported or compiled
     if args.schedule:
-        from icoforge.backend.schedule import use_schedule
+        from icoforge.suite.backends import use_schedule
 
         use_schedule(args.schedule)
     opts = GreenlineOptions(

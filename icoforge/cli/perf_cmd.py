@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--target", default="cuda", choices=("cpp", "cuda", "hip"), help="generated code to show (default cuda)")
     p.add_argument(
         "--stage", action="append", default=[], metavar="STAGE",
-        help="all | source | gtir | passes | ir | code (repeatable or comma-separated; default all, or only the diff with --diff)",
+        help="all | source | gtir | passes | ir | code | pipeline (the IR after each pass; not in all) (repeatable or comma-separated; default all, or only the diff with --diff)",
     )  # fmt: skip
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="NAME=VALUE",
                    help="schedule parameter for the GPU pages, e.g. block=256,1 k_per_thread=4 (repeatable)")  # fmt: skip
@@ -107,7 +107,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         stages = [] if args.diff else list(STAGES)
     if "all" in stages:
         stages = list(STAGES)
-    needs_grid = bool({"passes", "ir", "code"} & set(stages)) or args.diff is not None
+    needs_grid = bool({"passes", "ir", "code", "pipeline"} & set(stages)) or args.diff is not None
     grid = _load_grid(args) if needs_grid else None
     pages = explain(args.program, grid, args.target, stages, args.settings, args.diff, static_params=args.static)
     color = None if args.color == "auto" else args.color == "always"

@@ -96,7 +96,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise IcoforgeError(f"--repeat must be at least 1, got {args.repeat}")
     if args.schedule:
-        from icoforge.backend.schedule import use_schedule
+        from icoforge.suite.backends import use_schedule
 
         use_schedule(args.schedule)
     backends = [args.backend, *args.compare]

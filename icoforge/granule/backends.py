@@ -14,7 +14,7 @@ import functools
 from typing import Any
 
 from icoforge.errors import IcoforgeError
-from icoforge.suite.backends import backend_names, get_backend, is_gpu_backend
+from icoforge.suite.backends import EXTRA_BACKENDS, backend_names, get_backend, is_gpu_backend
 
 # (program, reason) of every program loaded from the fallback backend in this process
 FALLEN_BACK: list[tuple[str, str]] = []
@@ -71,71 +71,11 @@ def with_fallback(primary_name: str, fallback_name: str) -> Any:
     )
 
 
-def _roundtrip(kind: str) -> Any:
-    from gt4py.next.program_processors.runners import roundtrip
-
-    return getattr(roundtrip, kind)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Fixed:
-    """A GTIR transform that returns a program transformed beforehand."""
-
-    program: Any
-
-    def __call__(self, ir: Any, *, offset_provider: Any) -> Any:
-        return self.program
-
-
-@dataclasses.dataclass(frozen=True)
-class PassesRoundtripExecutor:
-    """GT4Py's roundtrip executor (GTIR -> Python over GT4Py's embedded iterator builtins) run on
-    the output of GT4Py's passes exactly as icoforge translates it (`extract_temporaries=True`,
-    `unroll_reduce=True`), taken from icoforge's pass cache.
-
-    As a reference for icoforge it shares GT4Py's passes and checks everything after them: our
-    lowering, hoisting, code generation, build and runtime. No C++ compiler is involved; the
-    price is Python speed at run time (per grid point), fine on small grids."""
-
-    def __call__(self, inp: Any) -> Any:
-        from gt4py.next.program_processors.runners import roundtrip
-
-        from icoforge.backend import workflow
-
-        transformed, _ = workflow.cached_passes(inp)
-        return roundtrip.Roundtrip(transforms=_Fixed(transformed))(inp)
-
-
-@functools.cache
-def _cached_passes_roundtrip() -> Any:
-    from gt4py.next import backend as gt_backend
-    from gt4py.next import custom_layout_allocators as allocators
-
-    return gt_backend.Backend(
-        name="roundtrip_icoforge_passes",
-        executor=PassesRoundtripExecutor(),
-        allocator=allocators.StandardCPUFieldBufferAllocator(),
-        transforms=gt_backend.DEFAULT_TRANSFORMS,
-    )
-
-
-# GT4Py's Python "roundtrip" backends: GTIR turned into Python over GT4Py's embedded iterator
-# implementation, no C++ compiler involved. "roundtrip" runs GT4Py's full pass pipeline itself
-# (without temporaries), "roundtrip_gtir" only the cheap field-view transforms (fails on the
-# granule in gt4py 1.2.1: InfinityLiteral in the generated Python), "roundtrip-passes" takes
-# icoforge's cached pass output (see PassesRoundtripExecutor).
-EXTRA_BACKENDS = {"roundtrip": "default", "roundtrip_gtir": "gtir", "roundtrip-passes": None}
-
-
 def resolve_backend(name: str) -> Any:
-    """`get_backend(name)`, also for "A+B" fallback pairs and GT4Py's roundtrip backends."""
+    """`get_backend(name)`, also for "A+B" fallback pairs."""
     if "+" in name:
         a, b = name.split("+", 1)
         return with_fallback(a, b)
-    if name == "roundtrip-passes":
-        return _cached_passes_roundtrip()
-    if name in EXTRA_BACKENDS:
-        return _roundtrip(EXTRA_BACKENDS[name])
     return get_backend(name)
 
 

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from icoforge import settings
 from icoforge.errors import IcoforgeError
 from icoforge.granule import golden
 from icoforge.granule import verify as verify_mod
@@ -110,7 +111,7 @@ def environment() -> dict[str, Any]:
     }
     if gpu := _gpu_name():
         env["gpu"] = gpu
-    if schedule := os.environ.get("ICOFORGE_SCHEDULE", "").strip():  # icoforge GPU backends use it
+    if schedule := settings.current().schedule:  # icoforge GPU backends use it
         env["icoforge_schedule"] = schedule
     return env
 
@@ -144,17 +145,14 @@ def cold_icoforge_cache(enabled: bool) -> Iterator[None]:
     import gt4py.next as gtx
 
     gtx.wait_for_compilation()
-    old = os.environ.get("ICOFORGE_CACHE")
     tmp = tempfile.mkdtemp(prefix="icoforge-cold-")
-    os.environ["ICOFORGE_CACHE"] = tmp
     try:
-        yield
+        with settings.overridden(cache=tmp):
+            try:
+                yield
+            finally:
+                gtx.wait_for_compilation()
     finally:
-        gtx.wait_for_compilation()
-        if old is None:
-            os.environ.pop("ICOFORGE_CACHE", None)
-        else:
-            os.environ["ICOFORGE_CACHE"] = old
         shutil.rmtree(tmp, ignore_errors=True)
 
 

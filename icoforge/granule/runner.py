@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import os
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
-from icoforge.backend import compile_pool
+from icoforge import settings
+from icoforge.backend import compile_pool, gt4py_compat
 from icoforge.granule import instrument
 from icoforge.granule.backends import is_gpu, resolve_backend
 from icoforge.granule.fields import StaticFields
@@ -179,7 +179,7 @@ class Granule:
         before = _ongoing_futures()
         self._construct_started_at = time.time()  # wall clock: compile workers stamp their jobs with it
         t0 = time.perf_counter()
-        if self.name.startswith("icoforge") and os.environ.get("ICOFORGE_WARM_POOL", "1") != "0":
+        if self.name.startswith("icoforge") and settings.current().warm_pool:
             # GT4Py's workers start at the first submissions and import for seconds before their
             # first job: start them now, while icon4py's construction runs here
             compile_pool.warm_up((type(self.backend.executor).__module__, "gt4py.next.iterator.transforms.pass_manager"))
@@ -384,9 +384,4 @@ def _compile_gpu_module(job: concurrent.futures.Future) -> float:
 
 def _ongoing_futures() -> list[Any]:
     """GT4Py's in-flight compilation futures (internal registry; empty if it moved)."""
-    try:
-        from gt4py.next.otf import compiled_program
-
-        return list(compiled_program._ongoing_compilations.keys())
-    except (ImportError, AttributeError):
-        return []
+    return gt4py_compat.ongoing_compilations()

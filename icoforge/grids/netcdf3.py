@@ -98,8 +98,3 @@ def _data_end(r: _Reader) -> int:
         recsize = records[0][1] if len(records) == 1 else sum(v for _, _, v in records)
         fixed_end = max(fixed_end, *(b + (numrecs - 1) * recsize + s for b, s, _ in records))
     return fixed_end
-
-
-def is_truncated(path: pathlib.Path) -> bool:
-    end = classic_data_end(path)
-    return end is not None and path.stat().st_size < end

@@ -5,6 +5,7 @@ Stages (each a plain function of the previous one, as in the compiler):
   gtir    -- `program.gtir`, before any pass (milliseconds)
   passes  -- after GT4Py's passes (`workflow.gt4py_passes`, cached on disk; seconds to minutes)
   ir      -- our kernel IR, each kernel with its schedule and compulsory bytes / flops
+  pipeline -- (on request) the kernel IR after each pass of backend/pipeline.py, in order
   code    -- the generated source of each kernel (C++ or CUDA/HIP; plus the GPU host plan)
   diff    -- unified diff of the generated GPU module between two schedules
 Pages are data (`Page`); `render` prints them with rich's syntax highlighting on a terminal and
@@ -23,6 +24,7 @@ from typing import Any, TextIO
 from icoforge.errors import IcoforgeError
 
 STAGES = ("source", "gtir", "passes", "ir", "code")
+EXTRA_STAGES = ("pipeline",)  # not in "all": one page per pass, each the whole program
 TARGETS = ("cpp", "cuda", "hip")
 
 
@@ -114,24 +116,14 @@ def ir_text(pir: Any, costs: Any, schedules: dict[str, str]) -> str:
         if ln.startswith(("kernel ", "host if ")):
             break
         lines.append(ln)
+    from icoforge.backend import ir
+
     by_name = {k.name: k for k in costs.kernels}
 
-    def visit(steps, indent: str) -> None:
-        from icoforge.backend import ir
+    def kernel_lines(k) -> list[str]:
+        return [f"# schedule: {schedules.get(k.name, '-')}", f"# {kernel_summary(by_name[k.name])}", *str(k).splitlines()]
 
-        for s in steps:
-            if isinstance(s, ir.Kernel):
-                lines.append(f"{indent}# schedule: {schedules.get(s.name, '-')}")
-                lines.append(f"{indent}# {kernel_summary(by_name[s.name])}")
-                lines.extend(indent + ln for ln in str(s).splitlines())
-            else:
-                lines.append(f"{indent}host if ({s.cond}) {{")
-                visit(s.then, indent + "  ")
-                lines.append(f"{indent}}} else {{")
-                visit(s.orelse, indent + "  ")
-                lines.append(f"{indent}}}")
-
-    visit(pir.steps, "")
+    lines += ir.format_steps(pir.steps, kernel_lines)
     lines.append(
         f"# program total: {_mb(costs.bytes_read)} read, {_mb(costs.bytes_written)} written, "
         f"{costs.flops:,} flop, {costs.arithmetic_intensity:.3f} flop/B"
@@ -153,6 +145,17 @@ def schedule_descriptions(pir: Any, target: str, schedule: Any) -> dict[str, str
     return {name: la.describe() for name, la in resolve(pir, schedule, target).items()}
 
 
+def pipeline_pages(inp: Any, target: str, schedule: Any) -> list[Page]:
+    """The kernel IR after each pass, in the order the compiler runs them (GPU passes with the
+    schedule of the code pages)."""
+    from icoforge.backend import pipeline, workflow
+
+    lowered = workflow.lower_gtir(inp, workflow.cached_passes(inp)[0])
+    vendor = None if target == "cpp" else target
+    return [Page("pipeline", f"{n}. after `{name}`: {what}", str(pir)) for n, (name, what, pir)
+            in enumerate(pipeline.stages(lowered, schedule, vendor), 1)]  # fmt: skip
+
+
 # --- generated code ------------------------------------------------------------------------------
 
 
@@ -165,13 +168,13 @@ def code_pages(pir: Any, target: str, schedule: Any) -> list[Page]:
             pages.append(Page("code", f"C++ of {k.name}", render_kernel_cpp(k, pir), "cpp"))
         return pages
     from icoforge.backend.codegen.cuda import render_host_plan, render_kernel_gpu
-    from icoforge.backend.schedule import resolve
+    from icoforge.backend.pipeline import gpu_passes
 
-    launches = resolve(pir, schedule, target)
+    _, final, launches = gpu_passes(pir, schedule, target)
     lexer = "cuda" if target == "cuda" else "cpp"
-    for k in pir.kernels():
-        pages.append(Page("code", f"{target.upper()} of {k.name}", render_kernel_gpu(k, pir, launches[k.name], target), lexer))
-    pages.append(Page("code", "host plan (Python)", render_host_plan(pir, schedule, target), "python"))
+    for k in final.kernels():
+        pages.append(Page("code", f"{target.upper()} of {k.name}", render_kernel_gpu(k, final, launches[k.name], target), lexer))
+    pages.append(Page("code", "host plan (Python)", render_host_plan(final, launches), "python"))
     return pages
 
 
@@ -187,11 +190,12 @@ def parse_diff_spec(spec: str) -> list[str]:
 
 def diff_page(pir: Any, target: str, settings: list[str], other: list[str]) -> Page:
     from icoforge.backend.codegen.cuda import render_module_gpu
+    from icoforge.backend.pipeline import gpu_passes
 
     vendor = "cuda" if target == "cpp" else target
     a, b = gpu_schedule(vendor, settings), gpu_schedule(vendor, [*settings, *other])
-    left = render_module_gpu(pir, a, vendor).splitlines(keepends=True)
-    right = render_module_gpu(pir, b, vendor).splitlines(keepends=True)
+    left = render_module_gpu(*gpu_passes(pir, a, vendor)[1:], vendor).splitlines(keepends=True)
+    right = render_module_gpu(*gpu_passes(pir, b, vendor)[1:], vendor).splitlines(keepends=True)
     name_a, name_b = a.default.describe(), b.default.describe()
     text = "".join(difflib.unified_diff(left, right, f"{vendor}: {name_a}", f"{vendor}: {name_b}", n=2))
     return Page("diff", f"{vendor.upper()} code: {' '.join(settings) or 'default'} -> {' '.join(other)}",
@@ -213,12 +217,12 @@ def explain(
     if target not in TARGETS:
         raise IcoforgeError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     stages = list(stages)
-    unknown = [s for s in stages if s not in STAGES]
+    unknown = [s for s in stages if s not in STAGES + EXTRA_STAGES]
     if unknown:
-        raise IcoforgeError(f"unknown stage {unknown[0]!r}; choose from {', '.join(STAGES)} or all")
+        raise IcoforgeError(f"unknown stage {unknown[0]!r}; choose from {', '.join(STAGES + EXTRA_STAGES)} or all")
     info = get_program(program)
     settings = list(settings)
-    needs_ir = bool({"ir", "code"} & set(stages)) or diff is not None
+    needs_ir = bool({"ir", "code", "pipeline"} & set(stages)) or diff is not None
     if (needs_ir or "passes" in stages) and grid is None:
         raise IcoforgeError("explain: the passes, ir, code and diff pages need a grid")
     pages: list[Page] = []
@@ -240,6 +244,8 @@ def explain(
     if needs_ir:
         pir = workflow.translate(inp)[0].program
         schedule = gpu_schedule(target, settings) if target != "cpp" else None
+        if "pipeline" in stages:
+            pages.extend(pipeline_pages(inp, target, schedule))
         if "ir" in stages:
             costs = program_cost(pir, sizes)
             title = f"kernel IR ({len(pir.kernels())} kernels; costs on {grid.name}/{grid.num_levels} levels)"

@@ -25,10 +25,9 @@ from typing import Any
 
 from icoforge.backend import ir
 from icoforge.backend.access import Access, classify
+from icoforge.backend.dtypes import ITEMSIZE
 from icoforge.perf.hostexpr import Ranges, domain_ranges, evaluate
 
-ITEMSIZE = {"float64": 8, "float32": 4, "int32": 4, "int64": 8, "bool": 1, "int8": 1, "uint8": 1,
-            "int16": 2, "uint16": 2, "uint32": 4, "uint64": 8}  # fmt: skip
 FLOP_OPS = ("plus", "minus", "multiplies", "divides")
 
 

@@ -12,21 +12,10 @@ from typing import Any
 
 def compilable_program_static(program: Any, offset_provider: Mapping[str, Any], static: Mapping[str, Any]):
     """`precompile.compilable_program` with `static` values bound, as `Program.compile(**static)`
-    builds it (gt4py 1.2: StaticArg descriptors in the compile-time arguments)."""
-    from gt4py.next import backend as gt_backend
-    from gt4py.next.otf import arguments, compiled_program, definitions
+    builds it."""
+    from icoforge.backend import gt4py_compat
 
-    ftype = program.past_stage.past_node.type.definition
-    descriptors = {arguments.StaticArg: {n: arguments.StaticArg(value=v) for n, v in static.items()}} if static else {}
-    contexts = compiled_program._convert_to_argument_descriptor_context(ftype, descriptors) if static else {}
-    cta = arguments.CompileTimeArgs(
-        args=tuple(ftype.pos_or_kw_args.values()),
-        kwargs={},
-        offset_provider=offset_provider,
-        column_axis=None,
-        argument_descriptor_contexts=contexts,
-    )
-    return gt_backend.DEFAULT_TRANSFORMS(definitions.ConcreteProgramDef(data=program.definition_stage, args=cta))
+    return gt4py_compat.compilable_program(program, offset_provider, static)
 
 
 def suite_program_ir(info: Any, grid: Any, scalars: Mapping[str, Any], static_params: str | Sequence[str] = "icon4py"):

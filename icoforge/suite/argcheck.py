@@ -17,10 +17,10 @@ import operator
 from typing import Any
 
 from gt4py.next import errors as gt_errors
-from gt4py.next.ffront import past_process_args
 from gt4py.next.iterator import ir as itir
 from gt4py.next.type_system import type_translation
 
+from icoforge.backend.gt4py_compat import validate_call_args
 from icoforge.suite.catalogue import ProgramInfo, set_at_statements
 from icoforge.suite.inputs import is_field
 
@@ -89,11 +89,7 @@ def check_args(info: ProgramInfo, args: dict[str, Any], grid: Any) -> list[str]:
         return [f"missing arguments: {', '.join(missing)}"]
 
     try:
-        past_process_args._validate_args(
-            info.program.past_stage.past_node,
-            arg_types=[],
-            kwarg_types={k: type_translation.from_value(v) for k, v in args.items()},
-        )
+        validate_call_args(info.program, {k: type_translation.from_value(v) for k, v in args.items()})
     except gt_errors.DSLError as e:
         # GT4Py's message repeats the whole signature; keep its "- Expected ..." lines
         details = [line.strip() for line in str(e).splitlines() if line.strip().startswith("- ")]

@@ -1,17 +1,21 @@
-"""Backends by name: GT4Py's own ones and ours.
+"""Backends by name: GT4Py's own ones and ours; the one registry of backend names
+(`BACKEND_FACTORIES`; the granule adds "A+B" fallback pairs of these names).
 
 `get_backend(name)` returns what `program.with_backend(...)` takes: None for GT4Py's embedded
 (Python) execution, else a `gt4py.next.backend.Backend`. Backends are built on first use: DaCe
-and our own backend are imported only when asked for.
+and GT4Py's runners are imported only when asked for.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import os
 from collections.abc import Callable
 from typing import Any
 
+from icoforge import settings
+from icoforge.backend import make_backend
+from icoforge.backend.schedule import ProgramSchedule, ScheduleError, schedule_from_text
 from icoforge.errors import UnknownNameError
 
 
@@ -45,12 +49,89 @@ def _dace_gpu() -> Any:
 
 def _icoforge(target: str) -> Callable[[], Any]:
     def make() -> Any:
-        from icoforge.backend import make_backend  # written alongside; imported only when used
-
-        return make_backend(target)
+        if target == "cpu":  # the C++ target has no schedule
+            return make_backend(target)
+        return make_backend(target, schedule=schedule_from_env(target.removeprefix("emulated-")))
 
     return make
 
+
+def schedule_from_env(vendor: str) -> ProgramSchedule:
+    """The schedule of icoforge GPU backends made by name (`icoforge-cuda` in the granule, `icoforge
+    run`): `--schedule` / `$ICOFORGE_SCHEDULE` (ProgramSchedule JSON, or the path of a JSON file)
+    if set, else the vendor default. A JSON without "default" keeps the vendor default for
+    unlisted kernels."""
+    return schedule_from_text(settings.current().schedule, vendor, "$ICOFORGE_SCHEDULE")
+
+
+def use_schedule(text: str) -> None:
+    """`--schedule` of `icoforge greenline` and `icoforge run`: check the schedule (JSON or a JSON
+    file) now, before minutes of compiling, and make it the schedule of the icoforge GPU backends
+    made by name, in this process and the processes it starts (`settings.schedule`)."""
+    try:
+        schedule_from_text(text, "cuda", "--schedule").default.validate("--schedule")
+    except ScheduleError as e:
+        msg = str(e)
+        raise ScheduleError(msg if msg.startswith("--schedule:") else f"--schedule: {msg}") from None
+    settings.update(schedule=text)
+
+
+def _roundtrip(kind: str) -> Callable[[], Any]:
+    def make() -> Any:
+        from gt4py.next.program_processors.runners import roundtrip
+
+        return getattr(roundtrip, kind)
+
+    return make
+
+
+@dataclasses.dataclass(frozen=True)
+class _Fixed:
+    """A GTIR transform that returns a program transformed beforehand."""
+
+    program: Any
+
+    def __call__(self, ir: Any, *, offset_provider: Any) -> Any:
+        return self.program
+
+
+@dataclasses.dataclass(frozen=True)
+class PassesRoundtripExecutor:
+    """GT4Py's roundtrip executor (GTIR -> Python over GT4Py's embedded iterator builtins) run on
+    the output of GT4Py's passes exactly as icoforge translates it (`extract_temporaries=True`,
+    `unroll_reduce=True`), taken from icoforge's pass cache.
+
+    As a reference for icoforge it shares GT4Py's passes and checks everything after them: our
+    lowering, hoisting, code generation, build and runtime. No C++ compiler is involved; the
+    price is Python speed at run time (per grid point), fine on small grids."""
+
+    def __call__(self, inp: Any) -> Any:
+        from gt4py.next.program_processors.runners import roundtrip
+
+        from icoforge.backend import workflow  # GT4Py's pass manager: only when used
+
+        transformed, _ = workflow.cached_passes(inp)
+        return roundtrip.Roundtrip(transforms=_Fixed(transformed))(inp)
+
+
+def _cached_passes_roundtrip() -> Any:
+    from gt4py.next import backend as gt_backend
+    from gt4py.next import custom_layout_allocators as allocators
+
+    return gt_backend.Backend(
+        name="roundtrip_icoforge_passes",
+        executor=PassesRoundtripExecutor(),
+        allocator=allocators.StandardCPUFieldBufferAllocator(),
+        transforms=gt_backend.DEFAULT_TRANSFORMS,
+    )
+
+
+# GT4Py's Python "roundtrip" backends: GTIR turned into Python over GT4Py's embedded iterator
+# implementation, no C++ compiler involved. "roundtrip" runs GT4Py's full pass pipeline itself
+# (without temporaries), "roundtrip_gtir" only the cheap field-view transforms (fails on the
+# granule in gt4py 1.2.1: InfinityLiteral in the generated Python), "roundtrip-passes" takes
+# icoforge's cached pass output (see PassesRoundtripExecutor).
+EXTRA_BACKENDS = {"roundtrip": "default", "roundtrip_gtir": "gtir", "roundtrip-passes": None}  # None: our cached passes
 
 BACKEND_FACTORIES: dict[str, Callable[[], Any]] = {
     "embedded": _embedded,
@@ -64,6 +145,9 @@ BACKEND_FACTORIES: dict[str, Callable[[], Any]] = {
     "icoforge-hip": _icoforge("hip"),
     # the CUDA code and host plan run by CPU emulation: slow, for checking the GPU path without a GPU
     "icoforge-emulated-cuda": _icoforge("emulated-cuda"),
+    "roundtrip": _roundtrip("default"),
+    "roundtrip_gtir": _roundtrip("gtir"),
+    "roundtrip-passes": _cached_passes_roundtrip,
 }
 
 GPU_BACKENDS = frozenset({"gtfn_gpu", "dace_gpu", "icoforge-cuda", "icoforge-hip"})
@@ -75,9 +159,9 @@ def backend_names() -> tuple[str, ...]:
 
 def get_backend(name: str) -> Any:
     """The backend called `name` (None for "embedded"); misspelt names raise UnknownNameError.
-    One object per name and process, and for icoforge's GPU backends per `$ICOFORGE_SCHEDULE`
+    One object per name and process, and for icoforge's GPU backends per `settings.schedule`
     (their schedule): a changed schedule never reuses a backend made under another."""
-    schedule = os.environ.get("ICOFORGE_SCHEDULE", "") if name.startswith("icoforge") else ""
+    schedule = settings.current().schedule if name.startswith("icoforge") else ""
     return _make_backend(name, schedule)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from icoforge.backend import gt4py_compat
 from icoforge.suite.backends import get_backend
 from icoforge.suite.catalogue import ProgramInfo
 from icoforge.suite.inputs import copy_args, is_field, make_inputs, to_numpy
@@ -85,15 +86,10 @@ def _wait_for_compilation(program: Any) -> None:
     on this program's own jobs keeps the pool; we fall back to the public function if the
     private attributes of gt4py 1.2 change.
     """
-    pool = program.__dict__.get("_compiled_programs")
-    jobs = getattr(pool, "_compilation_jobs", None)
-    if jobs is None or not hasattr(pool, "_finish_compilation_job"):
+    if not gt4py_compat.finish_compilations(program):
         from gt4py.next.otf import compiled_program
 
         compiled_program.wait_for_compilation()
-        return
-    for key in list(jobs):
-        pool._finish_compilation_job(key)
 
 
 # Compiled programs of this process: (program, backend, grid, static values) -> (grid, call).

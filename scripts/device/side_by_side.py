@@ -37,12 +37,7 @@ import sys
 import time
 import traceback
 
-BIG_FOUR = (
-    "vertically_implicit_solver_at_predictor_step",
-    "compute_rho_theta_pgrad_and_update_vn",
-    "compute_advection_in_horizontal_momentum",
-    "compute_horizontal_velocity_quantities_and_fluxes",
-)
+from icoforge.suite.catalogue import BIG_FOUR
 OUT = pathlib.Path(os.environ.get("OUT", "device-out"))
 
 

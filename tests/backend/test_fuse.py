@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from icoforge.backend import fuse, ir
-from icoforge.backend.schedule import ProgramSchedule, Schedule, ScheduleError, schedule_from_env
+from icoforge.backend.schedule import ProgramSchedule, Schedule, ScheduleError
+from icoforge.suite.backends import schedule_from_env
 
 KINDS = (("Cell", "horizontal"), ("K", "vertical"))
 

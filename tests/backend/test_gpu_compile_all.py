@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-from icoforge.backend.checks import available_compilers
+from icoforge.backend.gpu_check import available_compilers
 from icoforge.cli.main import main
 
 TABLE = pathlib.Path(__file__).resolve().parents[2] / "build" / "gpu-compile-check.md"

@@ -13,10 +13,11 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule, schedule_from_env
+from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule
 from icoforge.cli.main import main
 from icoforge.errors import IcoforgeError
 from icoforge.perf.timing import Stats
+from icoforge.suite.backends import schedule_from_env
 from icoforge.tune import Target, candidates, tune_program, tune_suite_program, write_schedule
 from icoforge.tune.tuner import CandidateRun, pick_per_kernel
 

@@ -10,20 +10,9 @@ from __future__ import annotations
 import math
 
 from icoforge.backend import ir
+from icoforge.backend.dtypes import DTYPES
 
-C_TYPES = {
-    "float64": "double",
-    "float32": "float",
-    "int8": "int8_t",
-    "uint8": "uint8_t",
-    "int16": "int16_t",
-    "uint16": "uint16_t",
-    "int32": "int32_t",
-    "uint32": "uint32_t",
-    "int64": "int64_t",
-    "uint64": "uint64_t",
-    "bool": "bool",
-}
+C_TYPES = {name: d.c for name, d in DTYPES.items()}
 
 CPP_KEYWORDS = frozenset(
     "alignas alignof and asm auto bool break case catch char class const constexpr continue default delete do "
@@ -42,18 +31,7 @@ MATH_FUNCS = {
 }  # fmt: skip
 
 
-# Device code avoids <cstdint> (NVRTC and hiprtc have no standard headers by default).
-DEVICE_TYPES = {
-    **C_TYPES,
-    "int8": "signed char",
-    "uint8": "unsigned char",
-    "int16": "short",
-    "uint16": "unsigned short",
-    "int32": "int",
-    "uint32": "unsigned int",
-    "int64": "long long",
-    "uint64": "unsigned long long",
-}
+DEVICE_TYPES = {name: d.device for name, d in DTYPES.items()}  # no <cstdint> on the device
 
 
 def ctype(dtype: str) -> str:
@@ -206,10 +184,6 @@ def render_stmts(stmts: tuple[ir.Stmt, ...], r: ExprRenderer, indent: str, store
         else:
             raise TypeError(s)
     return out
-
-
-def field_rank(program: ir.ProgramIR, name: str) -> int:
-    return len(program.field(name).dims)
 
 
 def distinct_groups(program: ir.ProgramIR) -> list[tuple[str, list[str]]]:

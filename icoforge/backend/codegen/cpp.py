@@ -13,9 +13,8 @@ from __future__ import annotations
 from icoforge.backend import ir
 from icoforge.backend.access import bounds_requirements
 from icoforge.backend.codegen.common import ExprRenderer, cname, ctype, distinct_groups, render_stmts
+from icoforge.backend.dtypes import ITEMSIZE
 
-ITEMSIZE = {"float64": 8, "float32": 4, "int32": 4, "int64": 8, "bool": 1, "int8": 1, "uint8": 1,
-            "int16": 2, "uint16": 2, "uint32": 4, "uint64": 8}  # fmt: skip
 
 
 class HostRenderer(ExprRenderer):
@@ -215,9 +214,16 @@ def render_program_cpp(program: ir.ProgramIR, module_name: str) -> str:
         lines.append("")
     lines.append("}  // namespace")
     lines.append("")
-    # entry point: run(*args, offset_provider)
+    lines += _run_function(program)
+    lines += _module_definition(module_name)
+    return "\n".join(lines)
+
+
+def _run_function(program: ir.ProgramIR) -> list[str]:
+    """The entry point `run(*args, offset_provider)`: argument views, checks, temporaries, steps."""
+    pname = program.name
     nparams = len(program.params)
-    lines += [
+    lines = [
         "static PyObject* run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {",
         f'  static const char* P = "{pname}";',
         f"  if (nargs != {nparams + 1}) {{",
@@ -255,10 +261,13 @@ def render_program_cpp(program: ir.ProgramIR, module_name: str) -> str:
             f"{str(d.hdim is not None).lower()}, {str(d.k_start is not None).lower()}, {ITEMSIZE[t.dtype]});"
         )
     lines += render_steps(program.steps, program, "  ")
-    lines += [
-        "  Py_RETURN_NONE;",
-        "}",
-        "",
+    lines += ["  Py_RETURN_NONE;", "}", ""]
+    return lines
+
+
+def _module_definition(module_name: str) -> list[str]:
+    """The CPython module around `run`."""
+    return [
         "static PyObject* set_error_class(PyObject*, PyObject* cls) {",
         "  Py_INCREF(cls);",
         "  icf::error_class = cls;",
@@ -274,4 +283,3 @@ def render_program_cpp(program: ir.ProgramIR, module_name: str) -> str:
         f"PyMODINIT_FUNC PyInit_{module_name}(void) {{ return PyModule_Create(&moduledef); }}",
         "",
     ]
-    return "\n".join(lines)

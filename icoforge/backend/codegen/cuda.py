@@ -33,7 +33,8 @@ import dataclasses
 from icoforge.backend import ir
 from icoforge.backend.access import bounds_requirements
 from icoforge.backend.codegen.common import ExprRenderer, cname, distinct_groups, render_stmts
-from icoforge.backend.schedule import KernelLaunch, ProgramSchedule, amd_waves_per_eu, resolve
+from icoforge.backend.dtypes import DTYPES
+from icoforge.backend.schedule import KernelLaunch, amd_waves_per_eu
 
 PRELUDE = r"""// icoforge GPU prelude: the same kernels compile as CUDA (nvcc, NVRTC) and HIP (hipcc, hiprtc).
 #if defined(__HIPCC__) && !defined(__HIPCC_RTC__)
@@ -99,8 +100,8 @@ def kernel_functions(program: ir.ProgramIR, launches: dict[str, KernelLaunch]) -
     return out
 
 
-def kernel_function_names(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: str) -> tuple[str, ...]:
-    return tuple(k.name for k, _ in kernel_functions(program, resolve(program, schedule, vendor)))
+def kernel_function_names(program: ir.ProgramIR, launches: dict[str, KernelLaunch]) -> tuple[str, ...]:
+    return tuple(k.name for k, _ in kernel_functions(program, launches))
 
 
 def kernel_signature(k: ir.Kernel, program: ir.ProgramIR, r: ExprRenderer, idx: str = "long long") -> list[str]:
@@ -127,75 +128,12 @@ def kernel_signature(k: ir.Kernel, program: ir.ProgramIR, r: ExprRenderer, idx: 
 def kernel_param_order(k: ir.Kernel, program: ir.ProgramIR) -> list[tuple[str, str]]:
     """What the host passes, in order: ("field", name) | ("table", name) | ("scalar", name).
 
-    Sorted by name, so the order does not depend on where in the body a value is first used:
-    schedules move loads around (k_per_thread hoists k-invariant loads), and a signature built
-    from the rewritten kernel must still match the host plan built from the original one."""
+    Sorted by name, so the order does not depend on where in the body a value is first used
+    (passes move loads around); kernel and host plan are printed from the same final IR."""
     out = [("field", n) for n in sorted({*k.fields_read(), *k.fields_written()})]
     out += [("table", t) for t in sorted(k.tables_used())]
     out += [("scalar", n) for n in sorted({p.name for p in k.params_used()})]
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# k-invariant field loads (k_per_thread > 1)
-
-
-def hoist_invariant_loads(k: ir.Kernel) -> ir.Kernel:
-    """Move loads that do not depend on the level out of the level loop, into the prologue.
-
-    Only loads the body performs unconditionally at every level qualify (not under an `If`, not
-    in a lazily evaluated branch of `?:`, `&&`, `||`), of fields the kernel does not write: then
-    the chunk (never empty) loads the same value at least once anyway, so moving the load
-    changes no result and cannot add an out-of-bounds access.
-    """
-    written = set(k.fields_written())
-    body_vars = {s.var.name for s in ir.walk_stmts(k.body) if isinstance(s, (ir.Let, ir.Declare))}
-    body_vars |= {st.var.name for st in k.state}
-    taken = {e.name for e in k.exprs() if isinstance(e, (ir.Var, ir.Param))} | body_vars
-    taken |= {e.field for e in k.exprs() if isinstance(e, ir.Load)} | set(k.tables_used())
-    names: dict[ir.Load, ir.Var] = {}
-    new_lets: list[ir.Stmt] = []
-
-    def invariant(e: ir.Expr) -> bool:
-        return not any(isinstance(x, ir.KIndex) or (isinstance(x, ir.Var) and x.name in body_vars) for x in e.walk())
-
-    def sub(e: ir.Expr) -> ir.Expr:
-        if isinstance(e, ir.Load) and e.field not in written and invariant(e):
-            if e not in names:
-                n, name = 0, f"{e.field}_h"
-                while f"{name}{n}" in taken:
-                    n += 1
-                taken.add(f"{name}{n}")
-                names[e] = ir.Var(f"{name}{n}", e.dtype)
-                new_lets.append(ir.Let(names[e], e))
-            return names[e]
-        if isinstance(e, ir.Select):  # only the condition is evaluated unconditionally
-            return dataclasses.replace(e, cond=sub(e.cond))
-        if isinstance(e, ir.Binary) and e.op in ("and_", "or_"):  # && and || short-circuit
-            return dataclasses.replace(e, lhs=sub(e.lhs))
-        if isinstance(e, ir.Binary):
-            return dataclasses.replace(e, lhs=sub(e.lhs), rhs=sub(e.rhs))
-        if isinstance(e, (ir.Unary, ir.Cast)):
-            return dataclasses.replace(e, arg=sub(e.arg))
-        if isinstance(e, ir.Call):
-            return dataclasses.replace(e, args=tuple(sub(a) for a in e.args))
-        if isinstance(e, ir.Load):
-            return dataclasses.replace(e, index=tuple(sub(a) for a in e.index))
-        if isinstance(e, ir.Table):
-            return dataclasses.replace(e, row=sub(e.row))
-        return e
-
-    body: list[ir.Stmt] = []
-    for st in k.body:  # top level only: statements inside an If run conditionally
-        if isinstance(st, (ir.Let, ir.Store)):
-            body.append(dataclasses.replace(st, value=sub(st.value)))
-        elif isinstance(st, ir.If):
-            body.append(dataclasses.replace(st, cond=sub(st.cond)))
-        else:
-            body.append(st)
-    if not new_lets:
-        return k
-    return dataclasses.replace(k, body=tuple(body), prologue=(*k.prologue, *new_lets))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,13 +176,11 @@ def _level_loop(body: list[str], ind: str, idx: str, unroll: int, first: str, en
 def render_kernel_gpu(k: ir.Kernel, program: ir.ProgramIR, launch: KernelLaunch, vendor: str) -> str:
     idx = index_type(launch)
     kind = launch.kind
-    bx, by = launch.block
-    hpt, kpt, unroll = launch.h_per_thread, launch.k_per_thread, launch.k_unroll
+    bx = launch.block[0]
+    hpt = launch.h_per_thread
     staged = {t: cols for t, cols, _ in launch.smem}
     r = DeviceRenderer(staged)
     kinds = dict(program.dim_kinds)
-    if kind in ("map2d", "vmap") and kpt > 1:
-        k = hoist_invariant_loads(k)
 
     def store(field: str, value: str) -> str:
         f = program.field(field)
@@ -257,69 +193,13 @@ def render_kernel_gpu(k: ir.Kernel, program: ir.ProgramIR, launch: KernelLaunch,
     lines.append(f"{k.name}({', '.join(kernel_signature(k, program, r, idx))}) {{")
     ind = "  "
     has_h = kind in ("map2d", "hmap", "scan")
-    s = launch.schedule
-    if s.chiplet_remap and kind == "map2d":  # blocks are dealt out in linear order (x fastest)
-        lines.append(f"{ind}const unsigned int icf_lin = icf_chiplet_block(blockIdx.x + blockIdx.y * gridDim.x, "
-                     f"gridDim.x * gridDim.y, {s.chiplets}u);")  # fmt: skip
-        lines.append(f"{ind}const unsigned int icf_b = icf_lin % gridDim.x, icf_by = icf_lin / gridDim.x;")
-    elif s.chiplet_remap and kind != "single":
-        lines.append(f"{ind}const unsigned int icf_b = icf_chiplet_block(blockIdx.x, gridDim.x, {s.chiplets}u);")
-    else:
-        lines.append(f"{ind}const unsigned int icf_b = blockIdx.x;")
-        if kind == "map2d":
-            lines.append(f"{ind}const unsigned int icf_by = blockIdx.y;")
-
-    if has_h:
-        lines.append(f"{ind}const {idx} icf_i0 = ({idx})h0 + ({idx})icf_b * {bx};  // first point of this block")
-        if hpt > 1:
-            lines.append(f"{ind}const {idx} icf_hs = ({idx})gridDim.x * {bx};  // stride between a thread's points")
-    # shared memory staging: every thread of the block takes part, then one barrier
-    if staged:
-        for t, cols, _ in launch.smem:
-            tb = next(x for x in program.tables if x.name == t)
-            n = hpt * bx * cols
-            ct = r.ctype(tb.dtype)
-            row = f"icf_i0 + icf_e / {cols} % {bx}" + (f" + icf_e / {bx * cols} * icf_hs" if hpt > 1 else "")
-            lines += [
-                f"{ind}__shared__ {ct} {cname(t)}_sh[{n}];  // {t}: {hpt * bx} rows x {cols}",
-                f"{ind}for (int icf_e = threadIdx.y * blockDim.x + threadIdx.x; icf_e < {n}; icf_e += blockDim.x * blockDim.y) {{",
-                f"{ind}  const {idx} icf_row = {row};",
-                f"{ind}  if (icf_row < h1) {cname(t)}_sh[icf_e] = {cname(t)}[icf_row * {cname(t)}_s0 + (icf_e % {cols}) * {cname(t)}_s1];",
-                f"{ind}}}",
-            ]  # fmt: skip
-        lines.append(f"{ind}__syncthreads();  // staged tables ready (no thread has returned before this)")
-
-    if kind == "single":
-        lines.append(f"{ind}if (icf_b != 0 || threadIdx.x != 0) return;  // no horizontal dimension: one thread")
-    if kind in ("map2d", "vmap"):
-        ky, kb, kd = ("threadIdx.y", "icf_by", "blockDim.y") if kind == "map2d" else ("threadIdx.x", "icf_b", "blockDim.x")
-        lines.append(f"{ind}const {idx} k_first = ({idx})k0 + (({idx}){kb} * {kd} + {ky}) * {kpt};")
-        lines.append(f"{ind}if (k_first >= k1) return;")
-        if kpt > 1:
-            lines.append(f"{ind}const {idx} k_last = k_first + {kpt} < ({idx})k1 ? k_first + {kpt} : ({idx})k1;")
+    lines += _block_lines(launch, idx, ind)
+    if staged:  # shared memory staging: every thread of the block takes part, then one barrier
+        lines += _staging_lines(launch, program, r, idx, ind)
+    lines += _level_range_lines(launch, idx, ind)
 
     def point(ind: str) -> list[str]:
-        """The work of one horizontal point `i`."""
-        out = render_stmts(k.prologue, r, ind, store)
-        if kind in ("map2d", "vmap"):
-            inner = render_stmts(k.body, r, ind + "  ", store)
-            if kpt == 1:
-                out += [f"{ind}{{", f"{ind}  const {idx} k = k_first;", *inner, f"{ind}}}"]
-            else:
-                out += _level_loop(inner, ind, idx, unroll, "k_first", "k_last")
-        elif k.is_scan:
-            for st in k.state:
-                out.append(f"{ind}{r.ctype(st.var.dtype)} {cname(st.var.name)} = {r(st.init)};")
-            if k.domain.k_start is not None:
-                inner = render_stmts(k.body, r, ind + "  ", store)
-                out += _level_loop(inner, ind, idx, unroll, "k0", "k1", k.forward)
-            else:
-                out += render_stmts(k.body, r, ind, store)
-        else:  # no level loop
-            if k.domain.k_start is not None:  # pragma: no cover - a map over levels is map2d/vmap
-                raise AssertionError(kind)
-            out += render_stmts(k.body, r, ind, store)
-        return out
+        return _point_lines(k, launch, r, store, idx, ind)
 
     if not has_h:
         lines.append(f"{ind}const {idx} i = 0;  // no horizontal dimension")
@@ -342,8 +222,90 @@ def render_kernel_gpu(k: ir.Kernel, program: ir.ProgramIR, launch: KernelLaunch,
     return "\n".join(lines)
 
 
-def render_module_gpu(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: str) -> str:
-    launches = resolve(program, schedule, vendor)
+def _block_lines(launch: KernelLaunch, idx: str, ind: str) -> list[str]:
+    """This block's number (remapped for chiplets) and its first horizontal point."""
+    kind, s, bx = launch.kind, launch.schedule, launch.block[0]
+    lines = []
+    if s.chiplet_remap and kind == "map2d":  # blocks are dealt out in linear order (x fastest)
+        lines.append(f"{ind}const unsigned int icf_lin = icf_chiplet_block(blockIdx.x + blockIdx.y * gridDim.x, "
+                     f"gridDim.x * gridDim.y, {s.chiplets}u);")  # fmt: skip
+        lines.append(f"{ind}const unsigned int icf_b = icf_lin % gridDim.x, icf_by = icf_lin / gridDim.x;")
+    elif s.chiplet_remap and kind != "single":
+        lines.append(f"{ind}const unsigned int icf_b = icf_chiplet_block(blockIdx.x, gridDim.x, {s.chiplets}u);")
+    else:
+        lines.append(f"{ind}const unsigned int icf_b = blockIdx.x;")
+        if kind == "map2d":
+            lines.append(f"{ind}const unsigned int icf_by = blockIdx.y;")
+
+    if kind in ("map2d", "hmap", "scan"):
+        lines.append(f"{ind}const {idx} icf_i0 = ({idx})h0 + ({idx})icf_b * {bx};  // first point of this block")
+        if launch.h_per_thread > 1:
+            lines.append(f"{ind}const {idx} icf_hs = ({idx})gridDim.x * {bx};  // stride between a thread's points")
+    return lines
+
+
+def _staging_lines(launch: KernelLaunch, program: ir.ProgramIR, r: ExprRenderer, idx: str, ind: str) -> list[str]:
+    """The block's rows of the staged tables copied to shared memory, then one barrier."""
+    bx, hpt = launch.block[0], launch.h_per_thread
+    lines = []
+    for t, cols, _ in launch.smem:
+        tb = next(x for x in program.tables if x.name == t)
+        n = hpt * bx * cols
+        ct = r.ctype(tb.dtype)
+        row = f"icf_i0 + icf_e / {cols} % {bx}" + (f" + icf_e / {bx * cols} * icf_hs" if hpt > 1 else "")
+        lines += [
+            f"{ind}__shared__ {ct} {cname(t)}_sh[{n}];  // {t}: {hpt * bx} rows x {cols}",
+            f"{ind}for (int icf_e = threadIdx.y * blockDim.x + threadIdx.x; icf_e < {n}; icf_e += blockDim.x * blockDim.y) {{",
+            f"{ind}  const {idx} icf_row = {row};",
+            f"{ind}  if (icf_row < h1) {cname(t)}_sh[icf_e] = {cname(t)}[icf_row * {cname(t)}_s0 + (icf_e % {cols}) * {cname(t)}_s1];",
+            f"{ind}}}",
+        ]  # fmt: skip
+    lines.append(f"{ind}__syncthreads();  // staged tables ready (no thread has returned before this)")
+    return lines
+
+
+def _level_range_lines(launch: KernelLaunch, idx: str, ind: str) -> list[str]:
+    """The levels this thread does (maps over levels), or the one thread of a kernel without points."""
+    kind, kpt = launch.kind, launch.k_per_thread
+    lines = []
+    if kind == "single":
+        lines.append(f"{ind}if (icf_b != 0 || threadIdx.x != 0) return;  // no horizontal dimension: one thread")
+    if kind in ("map2d", "vmap"):
+        ky, kb, kd = ("threadIdx.y", "icf_by", "blockDim.y") if kind == "map2d" else ("threadIdx.x", "icf_b", "blockDim.x")
+        lines.append(f"{ind}const {idx} k_first = ({idx})k0 + (({idx}){kb} * {kd} + {ky}) * {kpt};")
+        lines.append(f"{ind}if (k_first >= k1) return;")
+        if kpt > 1:
+            lines.append(f"{ind}const {idx} k_last = k_first + {kpt} < ({idx})k1 ? k_first + {kpt} : ({idx})k1;")
+    return lines
+
+
+def _point_lines(k: ir.Kernel, launch: KernelLaunch, r: ExprRenderer, store, idx: str, ind: str) -> list[str]:
+    """The work of one horizontal point `i`."""
+    kind, kpt, unroll = launch.kind, launch.k_per_thread, launch.k_unroll
+    out = render_stmts(k.prologue, r, ind, store)
+    if kind in ("map2d", "vmap"):
+        inner = render_stmts(k.body, r, ind + "  ", store)
+        if kpt == 1:
+            out += [f"{ind}{{", f"{ind}  const {idx} k = k_first;", *inner, f"{ind}}}"]
+        else:
+            out += _level_loop(inner, ind, idx, unroll, "k_first", "k_last")
+    elif k.is_scan:
+        for st in k.state:
+            out.append(f"{ind}{r.ctype(st.var.dtype)} {cname(st.var.name)} = {r(st.init)};")
+        if k.domain.k_start is not None:
+            inner = render_stmts(k.body, r, ind + "  ", store)
+            out += _level_loop(inner, ind, idx, unroll, "k0", "k1", k.forward)
+        else:
+            out += render_stmts(k.body, r, ind, store)
+    else:  # no level loop
+        if k.domain.k_start is not None:  # pragma: no cover - a map over levels is map2d/vmap
+            raise AssertionError(kind)
+        out += render_stmts(k.body, r, ind, store)
+    return out
+
+
+def render_module_gpu(program: ir.ProgramIR, launches: dict[str, KernelLaunch], vendor: str) -> str:
+    """The module of every kernel; `launches`: `schedule.resolve(program, schedule, vendor)`."""
     parts = [
         f"// Generated by icoforge from the GT4Py program `{program.name}` ({vendor.upper()}). Do not edit: regenerate.",
         PRELUDE,
@@ -391,9 +353,7 @@ class PyHostRenderer(ExprRenderer):
         return f"({self.render(e.a)} if {self.render(e.cond)} else {self.render(e.b)})"
 
 
-NP_TYPES = {"float64": "np.float64", "float32": "np.float32", "int32": "np.int32", "int64": "np.int64",
-            "bool": "np.bool_", "int8": "np.int8", "uint8": "np.uint8", "int16": "np.int16",
-            "uint16": "np.uint16", "uint32": "np.uint32", "uint64": "np.uint64"}  # fmt: skip
+NP_TYPES = {name: d.numpy(name) for name, d in DTYPES.items()}
 
 
 HOST_HELPERS = '''
@@ -466,111 +426,130 @@ def launch_grid(launch: KernelLaunch) -> tuple[str, str, str]:
     return f"({gx}, 1, 1)", f"({bx}, 1, 1)", f"max({h_last}, k1)"
 
 
-def render_host_plan(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: str = "cuda") -> str:
+def render_host_plan(program: ir.ProgramIR, launches: dict[str, KernelLaunch]) -> str:
     """Python source of `launch(args, offset_provider, kernels, rt)`; `rt` gives views and the pool."""
-    launches = resolve(program, schedule, vendor)
-    hr = PyHostRenderer()
-    lines = [
-        f"# Host plan of `{program.name}` (generated by icoforge).",
-        "import math",
-        "import numpy as np",
-        "from icoforge.backend.schedule import ScheduleError",
-        "from icoforge.errors import CallArgumentError, IcoforgeError",
-    ]
-    lines += HOST_HELPERS.splitlines()  # _require and the 32-bit checks of every kernel
-    lines += ["", "def launch(args, offset_provider, kernels, rt):"]
-    names = [cname(p.name) for p in program.params]
-    lines.append(f"    ({', '.join(names)},) = args" if names else "    pass")
-    ranges: dict[str, str] = {}  # array -> Python expression of its index ranges (32-bit checks)
-    for p in program.params:
-        if isinstance(p, ir.FieldParam):  # view and index ranges (32-bit and extent checks)
-            lines.append(f"    v_{p.name}, r_{p.name} = rt.field({cname(p.name)}, {len(p.dims)}, {NP_TYPES[p.dtype]})")
-        else:
-            lines.append(f"    s_{p.name} = {NP_TYPES[p.dtype]}({cname(p.name)})")
-    for written, others in distinct_groups(program):  # copy forwarding moved these writes earlier
-        named = ", ".join(f"{f!r}: {cname(f)}" for f in others)
-        lines.append(f"    _distinct(rt, {program.name!r}, {written!r}, {cname(written)}, {{{named}}})")
-    for t in program.tables:
-        lines.append(f"    v_{t.name} = rt.table(offset_provider, {t.name!r})")
-        ranges[t.name] = f"rt.ranges(offset_provider[{t.name!r}].ndarray, 2)"
-    for t in program.temporaries:
-        d = t.domain
-        h = f"({hr(d.h_start)}, {hr(d.h_end)})" if d.hdim else "None"
-        kk = f"({hr(d.k_start)}, {hr(d.k_end)})" if d.k_start is not None else "None"
-        lines.append(f"    v_{t.name} = rt.temporary({t.name!r}, {h}, {kk}, {NP_TYPES[t.dtype]})")
-        ranges[t.name] = "[" + ", ".join(x for x in (h, kk) if x != "None") + "]"
+    plan = _HostPlan(program, launches)
+    plan.prologue()
+    plan.steps(program.steps, "    ")
+    return "\n".join(plan.lines) + "\n"
 
-    for name in ranges:
-        lines.append(f"    r_{name} = {ranges[name]}")
-    tables = {t.name: t for t in program.tables}
-    dim_size = {dim: f"int(offset_provider[{tag!r}].ndarray.shape[0])" for dim, tag in program.dim_size_tables}
 
-    def checks(k: ir.Kernel, ind: str) -> None:
+class _HostPlan:
+    """The lines of one host plan, written top to bottom: `prologue` (argument views, tables,
+    temporaries), then the steps (bounds checks and launches of each kernel, host conditionals)."""
+
+    def __init__(self, program: ir.ProgramIR, launches: dict[str, KernelLaunch]):
+        self.program, self.launches = program, launches
+        self.hr = PyHostRenderer()
+        self.lines: list[str] = []
+        self.tables = {t.name: t for t in program.tables}
+        self.dim_size = {dim: f"int(offset_provider[{tag!r}].ndarray.shape[0])" for dim, tag in program.dim_size_tables}
+
+    def prologue(self) -> None:
+        program, hr, lines = self.program, self.hr, self.lines
+        lines += [
+            f"# Host plan of `{program.name}` (generated by icoforge).",
+            "import math",
+            "import numpy as np",
+            "from icoforge.backend.schedule import ScheduleError",
+            "from icoforge.errors import CallArgumentError, IcoforgeError",
+        ]
+        lines += HOST_HELPERS.splitlines()  # _require and the 32-bit checks of every kernel
+        lines += ["", "def launch(args, offset_provider, kernels, rt):"]
+        names = [cname(p.name) for p in program.params]
+        lines.append(f"    ({', '.join(names)},) = args" if names else "    pass")
+        ranges: dict[str, str] = {}  # array -> Python expression of its index ranges (32-bit checks)
+        for p in program.params:
+            if isinstance(p, ir.FieldParam):  # view and index ranges (32-bit and extent checks)
+                lines.append(f"    v_{p.name}, r_{p.name} = rt.field({cname(p.name)}, {len(p.dims)}, {NP_TYPES[p.dtype]})")
+            else:
+                lines.append(f"    s_{p.name} = {NP_TYPES[p.dtype]}({cname(p.name)})")
+        for written, others in distinct_groups(program):  # copy forwarding moved these writes earlier
+            named = ", ".join(f"{f!r}: {cname(f)}" for f in others)
+            lines.append(f"    _distinct(rt, {program.name!r}, {written!r}, {cname(written)}, {{{named}}})")
+        for t in program.tables:
+            lines.append(f"    v_{t.name} = rt.table(offset_provider, {t.name!r})")
+            ranges[t.name] = f"rt.ranges(offset_provider[{t.name!r}].ndarray, 2)"
+        for t in program.temporaries:
+            d = t.domain
+            h = f"({hr(d.h_start)}, {hr(d.h_end)})" if d.hdim else "None"
+            kk = f"({hr(d.k_start)}, {hr(d.k_end)})" if d.k_start is not None else "None"
+            lines.append(f"    v_{t.name} = rt.temporary({t.name!r}, {h}, {kk}, {NP_TYPES[t.dtype]})")
+            ranges[t.name] = "[" + ", ".join(x for x in (h, kk) if x != "None") + "]"
+
+        for name in ranges:
+            lines.append(f"    r_{name} = {ranges[name]}")
+
+    def checks(self, k: ir.Kernel, ind: str) -> None:
         """Every unconditional access of the kernel inside the extent of its field (a field of the
         wrong shape is an error, never an out-of-bounds read on the device)."""
+        tables, dim_size = self.tables, self.dim_size
         scanned: set[str] = set()
 
-        for req in bounds_requirements(k, program, set(dim_size)):
+        for req in bounds_requirements(k, self.program, set(dim_size)):
             if req.lo == "table_lo" and req.table not in scanned:
                 scanned.add(req.table)
                 skip = tables[req.table].skip_value
-                lines.append(f"{ind}t_{req.table} = rt.table_targets(offset_provider, {req.table!r}, h0, h1, {skip})")
+                self.lines.append(f"{ind}t_{req.table} = rt.table_targets(offset_provider, {req.table!r}, h0, h1, {skip})")
             size = dim_size.get(tables[req.table].target_dim, "") if req.table else ""
             lo, hi = req.bound_exprs(f"t_{req.table}[0]", f"t_{req.table}[1]", size)
-            lines.append(f"{ind}_require({k.name!r}, {req.field!r}, {req.dim!r}, r_{req.field}[{req.d}], {lo}, {hi})")
+            self.lines.append(f"{ind}_require({k.name!r}, {req.field!r}, {req.dim!r}, r_{req.field}[{req.d}], {lo}, {hi})")
 
-    def steps(ss: tuple[ir.Step, ...], ind: str) -> None:
+    def steps(self, ss: tuple[ir.Step, ...], ind: str) -> None:
+        lines = self.lines
         for s in ss:
             if isinstance(s, ir.Kernel):
-                la = launches[s.name]
-                bits = la.schedule.index_bits
-                d = s.domain
-                h0, h1 = (hr(d.h_start), hr(d.h_end)) if d.hdim else ("0", "1")
-                k0, k1 = (hr(d.k_start), hr(d.k_end)) if d.k_start is not None else ("0", "1")
-                lines.append(f"{ind}h0, h1, k0, k1 = int({h0}), int({h1}), int({k0}), int({k1})")
-                lines.append(f"{ind}if h0 < h1 and k0 < k1:")
-                checks(s, ind + "    ")
-                for p, v in s.args:
-                    lines.append(f"{ind}    s_{p.name} = {NP_TYPES[p.dtype]}({hr(v)})")
-                grid, block, last = launch_grid(la)
-                if bits == 32:
-                    lines.append(f"{ind}    _points32({s.name!r}, {last})")
-                arrays = [n for kind, n in kernel_param_order(s, program) if kind in ("field", "table")]
-
-                def kernel_args(bits: int | str) -> str:
-                    """`bits` 64: the views as they are; 32: checked 32-bit views; "auto": 32-bit
-                    views that _fits32 has checked already."""
-                    array_arg = {64: "*v_{n}", 32: "*_idx32({k!r}, {n!r}, v_{n}, r_{n})", "auto": "*_as32(v_{n})"}[bits]
-                    kargs = []
-                    for kind, n in kernel_param_order(s, program):
-                        if kind in ("field", "table"):
-                            kargs.append(array_arg.format(k=s.name, n=n))
-                        else:
-                            dtype = next(p.dtype for p in s.params_used() if p.name == n)
-                            kargs.append(f"{NP_TYPES[dtype]}(s_{n})")
-                    kargs += ["np.int32(h0)", "np.int32(h1)", "np.int32(k0)", "np.int32(k1)"]
-                    return ", ".join(kargs)
-
-                def launch_line(name: str, bits: int | str, at: str) -> str:
-                    return f"{at}rt.launch(kernels[{name!r}], {grid}, {block}, ({kernel_args(bits)},))"
-
-                if bits == "auto":  # the 32-bit kernel when this call's indices fit, else its twin
-                    fits = ", ".join(f"(v_{n}, r_{n})" for n in arrays)
-                    lines.append(f"{ind}    if _fits32({last}, [{fits}]):")
-                    lines.append(launch_line(s.name, "auto", ind + "        "))
-                    lines.append(f"{ind}    else:")
-                    lines.append(launch_line(s.name + WIDE_SUFFIX, 64, ind + "        "))
-                else:
-                    lines.append(launch_line(s.name, bits, ind + "    "))
+                self.kernel(s, ind)
             else:
-                lines.append(f"{ind}if {hr(s.cond)}:")
+                lines.append(f"{ind}if {self.hr(s.cond)}:")
                 n = len(lines)
-                steps(s.then, ind + "    ")
+                self.steps(s.then, ind + "    ")
                 if len(lines) == n:
                     lines.append(f"{ind}    pass")
                 if s.orelse:
                     lines.append(f"{ind}else:")
-                    steps(s.orelse, ind + "    ")
+                    self.steps(s.orelse, ind + "    ")
 
-    steps(program.steps, "    ")
-    return "\n".join(lines) + "\n"
+    def kernel(self, s: ir.Kernel, ind: str) -> None:
+        """Domain, bounds checks, kernel arguments and launch of one kernel."""
+        hr, lines = self.hr, self.lines
+        la = self.launches[s.name]
+        bits = la.schedule.index_bits
+        d = s.domain
+        h0, h1 = (hr(d.h_start), hr(d.h_end)) if d.hdim else ("0", "1")
+        k0, k1 = (hr(d.k_start), hr(d.k_end)) if d.k_start is not None else ("0", "1")
+        lines.append(f"{ind}h0, h1, k0, k1 = int({h0}), int({h1}), int({k0}), int({k1})")
+        lines.append(f"{ind}if h0 < h1 and k0 < k1:")
+        self.checks(s, ind + "    ")
+        for p, v in s.args:
+            lines.append(f"{ind}    s_{p.name} = {NP_TYPES[p.dtype]}({hr(v)})")
+        grid, block, last = launch_grid(la)
+        if bits == 32:
+            lines.append(f"{ind}    _points32({s.name!r}, {last})")
+        arrays = [n for kind, n in kernel_param_order(s, self.program) if kind in ("field", "table")]
+
+        def launch_line(name: str, bits: int | str, at: str) -> str:
+            return f"{at}rt.launch(kernels[{name!r}], {grid}, {block}, ({self.kernel_args(s, bits)},))"
+
+        if bits == "auto":  # the 32-bit kernel when this call's indices fit, else its twin
+            fits = ", ".join(f"(v_{n}, r_{n})" for n in arrays)
+            lines.append(f"{ind}    if _fits32({last}, [{fits}]):")
+            lines.append(launch_line(s.name, "auto", ind + "        "))
+            lines.append(f"{ind}    else:")
+            lines.append(launch_line(s.name + WIDE_SUFFIX, 64, ind + "        "))
+        else:
+            lines.append(launch_line(s.name, bits, ind + "    "))
+
+    def kernel_args(self, s: ir.Kernel, bits: int | str) -> str:
+        """`bits` 64: the views as they are; 32: checked 32-bit views; "auto": 32-bit views that
+        _fits32 has checked already."""
+        array_arg = {64: "*v_{n}", 32: "*_idx32({k!r}, {n!r}, v_{n}, r_{n})", "auto": "*_as32(v_{n})"}[bits]
+        kargs = []
+        for kind, n in kernel_param_order(s, self.program):
+            if kind in ("field", "table"):
+                kargs.append(array_arg.format(k=s.name, n=n))
+            else:
+                dtype = next(p.dtype for p in s.params_used() if p.name == n)
+                kargs.append(f"{NP_TYPES[dtype]}(s_{n})")
+        kargs += ["np.int32(h0)", "np.int32(h1)", "np.int32(k0)", "np.int32(k1)"]
+        return ", ".join(kargs)

@@ -8,11 +8,20 @@ Both run GT4Py's passes first, in parallel processes (they dominate the time).
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import dataclasses
+import multiprocessing
+import os
 import time
 from typing import Callable
 
-from icoforge.backend.gpu_check import GPUCompileError, find_hipcc, find_nvcc, hipcc_check, nvcc_check
+from icoforge.backend.gpu import gpu_artifact
+from icoforge.backend.gpu_check import GPUCompileError, available_compilers, hipcc_check, nvcc_check
+from icoforge.backend.precompile import program_ir
+from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+from icoforge.grids import load_grid
+from icoforge.suite.catalogue import get_program
+from icoforge.suite.verify import verify
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,11 +37,6 @@ class CompileRow:
 
 
 def compile_program(name: str, grid, compilers: tuple[str, ...]) -> list[CompileRow]:
-    from icoforge.backend.gpu import gpu_artifact
-    from icoforge.backend.precompile import program_ir
-    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
-    from icoforge.suite.catalogue import get_program
-
     program = program_ir(get_program(name).program, grid.connectivities)
     rows: list[CompileRow] = []
     for compiler in compilers:
@@ -52,14 +56,8 @@ def compile_program(name: str, grid, compilers: tuple[str, ...]) -> list[Compile
     return rows
 
 
-def available_compilers() -> tuple[str, ...]:
-    return tuple(c for c, found in (("nvcc", find_nvcc()), ("hipcc", find_hipcc())) if found)
-
-
 def _compile_one(name: str, grid_name: str, levels: int, compilers: tuple[str, ...]) -> list[CompileRow]:
     """In a worker process: GT4Py's passes, code generation and both compilers for one program."""
-    from icoforge.grids import load_grid
-
     try:
         grid = load_grid(grid_name, levels=levels, show_progress=False)
         return compile_program(name, grid, compilers)
@@ -72,11 +70,6 @@ def compile_all(
 ) -> list[CompileRow]:
     """Every program in `jobs` processes (passes and compilers both take seconds per program);
     rows come back in the order of `names`."""
-    import concurrent.futures as cf
-    import multiprocessing
-
-    from icoforge.grids import load_grid
-
     compilers = available_compilers()
     if not compilers:
         raise GPUCompileError("neither nvcc nor hipcc is installed")
@@ -114,13 +107,7 @@ class VerifyRow:
 
 
 def verify_one(name: str, grid_name: str, levels: int, reference: str, seed: int) -> VerifyRow:
-    import os
-
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    from icoforge.grids import load_grid
-    from icoforge.suite.catalogue import get_program
-    from icoforge.suite.verify import verify
-
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread per worker: the workers fill the cores
     t0 = time.perf_counter()
     try:
         g = load_grid(grid_name, levels=levels, show_progress=False)

@@ -1,0 +1,78 @@
+"""The compiler's passes, in order: kernel IR -> kernel IR, each a pure function.
+
+    GTIR --GT4Py's passes--> GTIR --lower--> kernel IR
+         --forward--> --hoist-->                          (every target: `translate_passes`)
+         --fuse--> plan(schedule) --per-launch hoist-->   (GPU targets: `gpu_passes`)
+         --> printers (codegen/cpp.py, codegen/cuda.py), which print and do not transform
+
+The first two passes depend on nothing but the program; the translation cache keeps GT4Py's
+passes only (seconds to minutes), these run on every build (milliseconds). The GPU passes depend
+on the schedule, which is consumed here once: `schedule.resolve` gives every kernel's launch
+(`KernelLaunch`), and the printers get the final IR together with those launches.
+`stages()` returns the IR after each pass (`icoforge explain --stage pipeline` prints them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from icoforge.backend import forward, hoist, ir
+from icoforge.backend.fuse import fuse_kernels
+from icoforge.backend.schedule import KernelLaunch, ProgramSchedule, resolve
+
+
+@dataclasses.dataclass(frozen=True)
+class Pass:
+    name: str
+    run: Callable[[ir.ProgramIR], ir.ProgramIR]
+    what: str
+
+
+TRANSLATE_PASSES = (
+    Pass("forward", forward.forward_copies, "copy forwarding: the copy kernels GT4Py's temporaries leave are gone"),
+    Pass("hoist", hoist.hoist_program, "neighbour indices and level-invariant values computed once per column"),
+)
+
+
+def translate_passes(program: ir.ProgramIR) -> ir.ProgramIR:
+    """The passes every target runs, on the freshly lowered IR."""
+    for p in TRANSLATE_PASSES:
+        program = p.run(program)
+    return program
+
+
+def fuse(program: ir.ProgramIR, schedule: ProgramSchedule) -> ir.ProgramIR:
+    """Neighbouring kernels over one domain become one, where the schedule asks for it."""
+    return fuse_kernels(program) if schedule.fuses(program.name) else program
+
+
+def hoist_per_launch(program: ir.ProgramIR, launches: dict[str, KernelLaunch]) -> ir.ProgramIR:
+    """Level-invariant field loads out of the level loop of kernels whose threads walk several
+    levels (k_per_thread > 1). Kernel names, kinds and parameters stay, so `launches` stay valid."""
+
+    def one(k: ir.Kernel) -> ir.Kernel:
+        la = launches[k.name]
+        return hoist.hoist_invariant_loads(k) if la.kind in ("map2d", "vmap") and la.k_per_thread > 1 else k
+
+    return ir.map_kernels(program, one)
+
+
+def gpu_passes(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: str) -> tuple[ir.ProgramIR, ir.ProgramIR, dict[str, KernelLaunch]]:
+    """(the IR the schedule applies to, the final IR, every kernel's launch): the schedule
+    resolved once; ScheduleError before any code is generated."""
+    scheduled = fuse(program, schedule)
+    launches = resolve(scheduled, schedule, vendor)
+    return scheduled, hoist_per_launch(scheduled, launches), launches
+
+
+def stages(lowered: ir.ProgramIR, schedule: ProgramSchedule | None = None, vendor: str | None = None) -> list[tuple[str, str, ir.ProgramIR]]:
+    """(pass, what it does, IR after it) from the lowered IR on; the GPU passes with a schedule."""
+    out = [("lower", "GT4Py's GTIR after its passes, as kernel IR", lowered)]
+    for p in TRANSLATE_PASSES:
+        out.append((p.name, p.what, p.run(out[-1][2])))
+    if schedule is not None and vendor is not None:
+        scheduled, final, _ = gpu_passes(out[-1][2], schedule, vendor)
+        out.append(("fuse", "neighbouring kernels over one domain merged (schedule's `fuse`)", scheduled))
+        out.append(("hoist per launch", "level-invariant loads out of level loops (k_per_thread > 1)", final))
+    return out

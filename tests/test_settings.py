@@ -1,0 +1,85 @@
+"""`icoforge.settings`: the ICOFORGE_* variables read in one place, and the compiler's other
+modules reading none of them."""
+
+from __future__ import annotations
+
+import ast
+import os
+import pathlib
+
+import pytest
+
+from icoforge import settings
+from icoforge.settings import VARIABLES, Settings
+
+ROOT = pathlib.Path(__file__).resolve().parents[1] / "icoforge"
+
+
+def test_defaults_when_nothing_is_set():
+    assert Settings.from_env({}) == Settings()
+    s = Settings()
+    assert s.cache is None and s.schedule == "" and s.trace is None
+    assert s.fast_passes and s.host_replay and s.warm_pool and s.worker_nice == 5
+
+
+def test_every_variable_is_read():
+    env = {
+        "ICOFORGE_CACHE": "/c", "ICOFORGE_SCHEDULE": ' {"fuse": ["*"]} ', "ICOFORGE_FAST_PASSES": "0",
+        "ICOFORGE_HOST_REPLAY": "0", "ICOFORGE_TRACE": "/t", "ICOFORGE_WORKER_NICE": "3", "ICOFORGE_WARM_POOL": "0",
+    }  # fmt: skip
+    assert set(env) == set(VARIABLES.values())
+    s = Settings.from_env(env)
+    assert s == Settings("/c", '{"fuse": ["*"]}', False, False, "/t", 3, False)
+    assert Settings.from_env({k: v for k, v in s.to_env().items() if v is not None}) == s  # a round trip
+
+
+def test_a_bad_nice_value_keeps_the_normal_priority():
+    assert Settings.from_env({"ICOFORGE_WORKER_NICE": "lots"}).worker_nice == 0
+
+
+def test_current_follows_the_environment(monkeypatch):
+    monkeypatch.setenv("ICOFORGE_HOST_REPLAY", "0")
+    assert not settings.current().host_replay
+    monkeypatch.delenv("ICOFORGE_HOST_REPLAY")
+    assert settings.current().host_replay
+    assert settings.current() is settings.current()  # parsed again only after a change
+
+
+def test_update_and_overridden_reach_child_processes(monkeypatch):
+    monkeypatch.delenv("ICOFORGE_SCHEDULE", raising=False)
+    monkeypatch.setenv("ICOFORGE_CACHE", "/before")
+    monkeypatch.setenv("ICOFORGE_HOST_REPLAY", "1")  # monkeypatch restores it after `update` below
+    with settings.overridden(cache="/during", schedule='{"fuse": ["p"]}') as s:
+        assert s.cache == "/during" and settings.current().schedule == '{"fuse": ["p"]}'
+        assert os.environ["ICOFORGE_CACHE"] == "/during"  # spawned compile workers read it
+    assert os.environ["ICOFORGE_CACHE"] == "/before" and "ICOFORGE_SCHEDULE" not in os.environ
+    settings.update(host_replay=False)
+    assert os.environ["ICOFORGE_HOST_REPLAY"] == "0" and not settings.current().host_replay
+
+
+def test_the_cache_root_comes_from_the_settings(monkeypatch, tmp_path):
+    from icoforge.cache import cache_root
+
+    with settings.overridden(cache=str(tmp_path / "here")):
+        assert cache_root() == tmp_path / "here"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "backend").rglob("*.py")), ids=lambda p: p.name)
+def test_the_compiler_reads_no_environment(path):
+    """No `os.environ` / `os.getenv` in icoforge/backend: the settings object is the one reader."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os":
+            assert node.attr not in ("environ", "getenv", "putenv", "unsetenv"), f"{path.name}:{node.lineno}: os.{node.attr}"
+
+
+def test_make_backend_takes_the_schedule_not_the_environment(monkeypatch):
+    from icoforge.backend import make_backend
+    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+
+    monkeypatch.setenv("ICOFORGE_SCHEDULE", '{"fuse": ["*"]}')
+    assert make_backend("emulated-cuda").executor.gpu.schedule == ProgramSchedule(default=VENDOR_DEFAULTS["cuda"])
+    fused = ProgramSchedule(default=VENDOR_DEFAULTS["cuda"], fuse=("*",))
+    assert make_backend("emulated-cuda", schedule=fused).executor.gpu.schedule == fused
+    from icoforge.suite.backends import get_backend  # the lab maps the setting onto the argument
+
+    assert get_backend("icoforge-emulated-cuda").executor.gpu.schedule == fused
