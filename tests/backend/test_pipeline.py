@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from icoforge.backend import hoist, ir, pipeline
+from icoforge.backend.codegen.cuda import WIDE_SUFFIX
 from icoforge.backend.gpu import gpu_artifact
 from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
 
@@ -59,7 +60,10 @@ def test_kernels_and_host_plan_are_printed_from_the_final_ir(lowered):
         for s in k.prologue:
             if isinstance(s, ir.Let) and s.var.name.endswith("_h0"):
                 assert f"{s.var.name} =" in art.module_source
-    assert art.program_ir == prog and art.kernel_names == tuple(k.name for k in final.kernels())
+    names = tuple(k.name for k in final.kernels())
+    # the CUDA default chooses index arithmetic at call time: each kernel also has a 64-bit twin
+    assert VENDOR_DEFAULTS["cuda"].index_bits == "auto"
+    assert art.program_ir == prog and art.kernel_names == tuple(n for k in names for n in (k, k + WIDE_SUFFIX))
     assert "def launch(" in art.host_plan
 
 
