@@ -5,14 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich.console import Console
 from rich.table import Table
 
-
-def _console() -> Console:
-    # Piped output would be cut at rich's default 80 columns; tables here are wider.
-    console = Console()
-    return console if console.is_terminal else Console(width=160)
+from icoforge.console import make_console
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("info", help="sizes, neighbour tables and zone index ranges of a grid")
     p.add_argument("grid", metavar="NAME|PATH", help="preset name or ICON NetCDF grid file")
-    p.add_argument("--levels", type=int, default=80, help="vertical levels (default 80)")
+    p.add_argument("--levels", type=int, default=80, help="vertical levels (default 80; a grid file has none, so info shows them for presets only)")
     p.add_argument("--json", action="store_true", help="print GridInfo as JSON instead of tables")
     p.set_defaults(func=cmd_info)
 
@@ -54,7 +49,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             f"~{p.approx_seconds:g} s",
             cached,
         )
-    _console().print(table)
+    make_console(wide=args.wide).print(table)
     return 0
 
 
@@ -63,7 +58,7 @@ def cmd_make(args: argparse.Namespace) -> int:
     from icoforge.grids.presets import lookup_preset
 
     presets = [lookup_preset(n) for n in args.names]  # fail on a typo before generating anything
-    console = _console()
+    console = make_console(wide=args.wide)
     for preset in presets:
         if is_cached(preset):
             console.print(f"{preset.name}: cached at {ensure_grid_file(preset)}", soft_wrap=True)
@@ -74,20 +69,23 @@ def cmd_make(args: argparse.Namespace) -> int:
 
 def cmd_info(args: argparse.Namespace) -> int:
     from icoforge.grids import load_grid
+    from icoforge.grids.load import is_grid_file
 
     info = load_grid(args.grid, levels=args.levels).info()
     if args.json:
         print(json.dumps(info.as_dict(), indent=2))
         return 0
-    console = _console()
+    console = make_console(wide=args.wide)
 
     sizes = Table(title=f"grid {info.name}", show_header=False)
     sizes.add_column(style="bold")
     sizes.add_column()
     sizes.add_row("path", info.path)
     sizes.add_row("kind", "limited area" if info.limited_area else "global")
-    for label, n in (("cells", info.num_cells), ("edges", info.num_edges),
-                     ("vertices", info.num_vertices), ("levels", info.num_levels)):  # fmt: skip
+    sizes_shown = [("cells", info.num_cells), ("edges", info.num_edges), ("vertices", info.num_vertices)]
+    if not is_grid_file(args.grid):  # a grid file has no levels; --levels only loads it
+        sizes_shown.append(("levels", info.num_levels))
+    for label, n in sizes_shown:
         sizes.add_row(label, f"{n:,}")
     console.print(sizes)
 

@@ -12,12 +12,8 @@ import subprocess
 from rich.console import Console
 from rich.table import Table
 
+from icoforge.console import make_console
 from icoforge.errors import IcoforgeError
-
-
-def _console() -> Console:
-    console = Console()
-    return console if console.is_terminal else Console(width=200)
 
 
 def _grid_args(p: argparse.ArgumentParser, grid: str, levels: int) -> None:
@@ -90,6 +86,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _load_grid(args: argparse.Namespace):
     from icoforge.grids import load_grid
+    from icoforge.suite.catalogue import get_program
+
+    if args.program != "greenline":
+        get_program(args.program)  # a misspelt name fails now, not after the grid is generated
 
     if args.levels <= 0:
         raise IcoforgeError(f"--levels must be a positive number of levels, got {args.levels}")
@@ -125,7 +125,7 @@ def cmd_roofline(args: argparse.Namespace) -> int:
         raise IcoforgeError(f"--repeat must be at least 1, got {args.repeat}")
     if args.program == "greenline":
         return cmd_roofline_greenline(args)
-    console = _console()
+    console = make_console(wide=args.wide)
     lock = _gpu_lock(args, console)
     grid = _load_grid(args)
     with console.status("measuring") as status:
@@ -169,7 +169,7 @@ def cmd_roofline_greenline(args: argparse.Namespace) -> int:
         raise IcoforgeError(f"--levels must be a positive number of levels, got {args.levels}")
     if args.steps < 1:
         raise IcoforgeError(f"--steps must be at least 1, got {args.steps}")
-    console = _console()
+    console = make_console(wide=args.wide)
     with console.status("greenline roofline") as status:
         r = measure_greenline(
             args.grid, args.levels, args.backend, steps=args.steps, repeat=args.repeat, cpu_timing=args.cpu_timing,
@@ -223,7 +223,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from icoforge.perf import profile
 
     backend = args.backend or ("icoforge-hip" if args.tool == "rocprof" else "icoforge-cuda")
-    console = _console()
+    console = make_console(wide=args.wide)
     grid = _load_grid(args)
     with console.status("GT4Py passes and lowering (for the kernel names)"):
         names, cost = _kernel_names(args, grid)

@@ -8,16 +8,10 @@ import dataclasses
 import json
 import pathlib
 
-from rich.console import Console
 from rich.table import Table
 
+from icoforge.console import make_console
 from icoforge.errors import IcoforgeError, UnknownNameError
-
-
-def _console() -> Console:
-    # Piped output would be cut at rich's default 80 columns; these tables are wider.
-    console = Console()
-    return console if console.is_terminal else Console(width=200)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -88,7 +82,7 @@ def _run(args: argparse.Namespace, settings: list[str], kernels: list[str]) -> i
     from icoforge.suite.catalogue import get_program
 
     info = get_program(args.program)
-    console = _console()
+    console = make_console(wide=args.wide)
     # parse the settings before the (slow) GT4Py passes: a typo fails at once
     parsed = _program_schedule(args, settings, [])
     with console.status(f"GT4Py passes for {info.name} (cached after the first time)"):

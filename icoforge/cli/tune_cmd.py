@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from icoforge.console import make_console
 from icoforge.errors import IcoforgeError
 
 BACKENDS = ("icoforge-cuda", "icoforge-hip", "icoforge-emulated-cuda", "icoforge-emulated-hip")
@@ -64,8 +65,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     target_for_backend(args.backend)  # clear errors before loading anything
     for name in args.programs:
         get_program(name)
-    err = Console(stderr=True)
-    console = Console() if Console().is_terminal else Console(width=200)
+    err = make_console(stderr=True, wide=args.wide)
+    console = make_console(wide=args.wide)
     grid = load_grid(args.grid, levels=args.levels)
     results = []
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
