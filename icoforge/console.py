@@ -189,7 +189,7 @@ class StepProgress:
         self._last_line = now
 
     def _heartbeat(self) -> None:
-        while not self._stop.wait(1.0):
+        while not self._stop.wait(min(1.0, self.heartbeat_s / 2)):
             with self._lock:
                 now = time.perf_counter()
                 if self._what and now - self._last_line >= self.heartbeat_s:

@@ -81,7 +81,7 @@ class _SuiteProgress:
         import os
 
         last = 0.0
-        while not self.stop.wait(5.0):
+        while not self.stop.wait(min(5.0, HEARTBEAT_S / 2)):
             with self.lock:
                 now = self._now()
                 if self.running is None or now - self.test_started < HEARTBEAT_S or now - last < HEARTBEAT_S:

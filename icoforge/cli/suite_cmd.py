@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from rich.table import Table
-
 from icoforge.console import Col, StepProgress, fit_table, make_console
 from icoforge.errors import IcoforgeError
 from icoforge.suite.backends import backend_names
@@ -131,11 +129,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                 info, name, args.backend, grid, args.seed, args.rtol, args.atol, static_params=args.static
             )
 
-    table = Table(title=f"{info.name}: {args.repeat} timed calls")
-    for col in ("backend", "compile s", "first call ms", "median ms", "min ms", "checksum"):
-        table.add_column(col, justify="left" if col in ("backend", "checksum") else "right")
+    columns = [
+        Col("backend"), Col("compile s", justify="right"), Col("first call ms", priority=3, justify="right"),
+        Col("median ms", justify="right"), Col("min ms", priority=2, justify="right"), Col("checksum", priority=1),
+    ]  # fmt: skip
     if checks:
-        table.add_column(f"vs {args.backend}")
+        columns.append(Col(f"vs {args.backend}"))
+    rows = []
     for r in results:
         row = [
             r.backend,
@@ -153,8 +153,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 row.append(f"[green]PASS[/green] max rel {check.max_rel_err:.1e}")
             else:
                 row.append("[red]FAIL[/red]")
-        table.add_row(*row)
-    console.print(table)
+        rows.append(row)
+    console.print(fit_table(console, f"{info.name}: {args.repeat} timed calls", columns, rows))
 
     failed = [c for c in checks.values() if not c.passed]
     for check in failed:

@@ -126,6 +126,20 @@ def test_greenline_merge_cli_prints_json_and_markdown(tmp_path, capsys):
     assert [src["file"] for src in again["merged_from"]] == [a, b, c]
 
 
+def test_the_report_fits_80_columns(tmp_path, monkeypatch, capsys):
+    """Piped without $COLUMNS: every table within 80 columns, the per-program table keeps program,
+    ms/step and share and says which columns it left out."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    a = _write(tmp_path, "cuda.json", _report(_result("icoforge-cuda", 1.0, 0.0)))
+    b = _write(tmp_path, "gtfn.json", _report(_result("gtfn_gpu", 2.0)))
+    assert main(["greenline-merge", a, b]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    header = next(line for line in out.splitlines() if "program" in line and "share" in line)
+    assert "ms/step" in header and "compile s" not in header
+    assert "--wide for all" in out
+
+
 @pytest.mark.parametrize(
     "other, message",
     [
