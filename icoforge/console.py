@@ -206,6 +206,8 @@ KNOWN_HARMLESS_WARNINGS: tuple[tuple[str, type[Warning], str], ...] = (
     # icon4py's geometry and interpolation factories divide by zero-length vectors at the poles
     # and pentagons on purpose; the results there are masked or overwritten
     (".*(divide by zero|invalid value) encountered", RuntimeWarning, r"icon4py\."),
+    # xarray (imported by icon4py's grid I/O) on NumPy 2's deprecated generic timedelta unit
+    ("The 'generic' unit for NumPy timedelta is deprecated", DeprecationWarning, r"xarray\."),
 )
 
 

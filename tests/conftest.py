@@ -96,5 +96,10 @@ def _minutes(seconds: float) -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from icoforge.console import KNOWN_HARMLESS_WARNINGS
+
+    # the CLI's list of harmless third-party warnings keeps them out of the test summary too
+    for message, category, module in KNOWN_HARMLESS_WARNINGS:
+        config.addinivalue_line("filterwarnings", f"ignore:{message}:{category.__name__}:{module}")
     if not hasattr(config, "workerinput"):  # not in pytest-xdist's workers
         config.pluginmanager.register(_SuiteProgress(config), "icoforge-suite-progress")

@@ -50,7 +50,7 @@ def test_an_unknown_program_says_where_the_names_are_and_which_contain_it(capsys
 def test_an_unknown_schedule_parameter_lists_the_parameters(capsys):
     from icoforge.backend.schedule import field_names
 
-    err = _error(["schedule", "show", "compute_airmass", "--set", "blok=256,1"], capsys)
+    err = _error(["schedule", "check", "compute_airmass", "--set", "blok=256,1"], capsys)
     assert "block" in err and all(name in err for name in field_names())
 
 
