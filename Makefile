@@ -25,8 +25,8 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 12), f"need Python 3.12, got {sys.version}"'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --progress-bar off --upgrade pip
-	$(BIN)/pip install --progress-bar off -e '.[test]'
+	$(BIN)/pip install --upgrade pip
+	$(BIN)/pip install -e '.[test]'
 	touch $@
 
 # The main job on the CPU with our backend, on a small grid.
