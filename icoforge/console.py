@@ -74,10 +74,10 @@ def fit_table(
     wide: bool = False,
     **table_kwargs: Any,
 ) -> Table:
-    """A Table of `rows` with the columns that fit `console`: the highest priorities go first,
-    and the caption says which were left out (all of them stay with `wide` or a console made
-    wide). Columns that stay wrap their text (overflow "fold") rather than cut it; when even the
-    priority-0 columns do not fit, their no_wrap is dropped too."""
+    """A Table of `rows` with the columns that fit `console` without wrapping: the highest
+    priorities go first, and the caption says which were left out (all of them stay with `wide`
+    or a console made wide). When the priority-0 columns alone do not fit, they wrap (overflow
+    "fold", also those marked no_wrap) rather than being cut."""
     kept = list(range(len(columns)))
 
     def build(indices: list[int], dropped: list[str], wrap_all: bool = False) -> Table:
@@ -94,24 +94,25 @@ def fit_table(
             table.add_row(*(row[i] if isinstance(row[i], str) or row[i] is None else str(row[i]) for i in indices))
         return table
 
-    def too_wide(table: Table) -> bool:
+    def measure(table: Table) -> Measurement:
         unbounded = console.options.update_width(1_000_000)  # a bounded measure is clamped to the width
-        return Measurement.get(console, unbounded, table).minimum > console.width
+        return Measurement.get(console, unbounded, table)
 
-    wrap_all = False
     dropped: list[str] = []
-    table = build(kept, dropped, wrap_all)
+    table = build(kept, dropped)
     if wide or getattr(console, "wide", False):
         return table
-    while too_wide(table):
+    # drop until the rest fits unwrapped: a table squeezed to its narrowest folds numbers mid-digit
+    while measure(table).maximum > console.width:
         droppable = [i for i in kept if columns[i].priority > 0]
         if not droppable:
-            wrap_all = True  # the essential columns alone are too wide: let them wrap too
-            return build(kept, dropped, wrap_all)
+            break
         victim = max(droppable, key=lambda i: (columns[i].priority, i))
         kept.remove(victim)
         dropped.insert(0, columns[victim].header)
-        table = build(kept, dropped, wrap_all)
+        table = build(kept, dropped)
+    if measure(table).minimum > console.width:  # the essential columns alone are too wide: let them wrap too
+        table = build(kept, dropped, wrap_all=True)
     return table
 
 

@@ -7,7 +7,7 @@ import json
 
 from rich.table import Table
 
-from icoforge.console import make_console
+from icoforge.console import Col, fit_table, make_console
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,21 +35,18 @@ def cmd_list(args: argparse.Namespace) -> int:
     from icoforge.grids import PRESETS
     from icoforge.grids.generate import is_cached, preset_path
 
-    table = Table(title="icoforge grid presets", caption=f"cache: {cache_dir('grids')}")
-    for col in ("name", "kind", "cells", "edges", "vertices", "generation", "cached"):
-        table.add_column(col, justify="right" if col in ("cells", "edges", "vertices") else "left")
+    priority = {"generation": 3, "kind": 2, "vertices": 1}  # dropped first on a narrow terminal: highest
+    columns = [
+        Col(c, priority=priority.get(c, 0), justify="right" if c in ("cells", "edges", "vertices") else "left")
+        for c in ("name", "kind", "cells", "edges", "vertices", "generation", "cached")
+    ]
+    rows = []
     for p in PRESETS.values():
         cached = f"yes, {preset_path(p).stat().st_size / 1e6:.1f} MB" if is_cached(p) else "no"
-        table.add_row(
-            p.name,
-            "regional" if p.limited_area else "global",
-            f"{p.cells:,}",
-            f"{p.edges:,}",
-            f"{p.vertices:,}",
-            f"~{p.approx_seconds:g} s",
-            cached,
-        )
-    make_console(wide=args.wide).print(table)
+        kind = "regional" if p.limited_area else "global"
+        rows.append([p.name, kind, f"{p.cells:,}", f"{p.edges:,}", f"{p.vertices:,}", f"~{p.approx_seconds:g} s", cached])
+    console = make_console(wide=args.wide)
+    console.print(fit_table(console, "icoforge grid presets", columns, rows, caption=f"cache: {cache_dir('grids')}"))
     return 0
 
 

@@ -234,7 +234,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     backend = args.backend or ("icoforge-hip" if args.tool == "rocprof" else "icoforge-cuda")
     console = make_console(wide=args.wide)
     grid = _load_grid(args)
-    with StepProgress(console) as step:
+    with StepProgress(make_console(stderr=True)) as step:  # stderr: stdout is the command line to copy
         step("GT4Py passes and lowering (for the kernel names)")
         names, cost = _kernel_names(args, grid)
     target = profile.target_command(args.program, args.grid, args.levels, backend, args.repeat)

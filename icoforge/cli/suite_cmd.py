@@ -12,8 +12,8 @@ from icoforge.suite.backends import backend_names
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("list", help="icon4py dycore programs: dimensions, neighbour tables, outputs")
     p.add_argument(
-        "pattern", nargs="?", default="",
-        help="only programs whose name contains this, or its words (split at _ or -) in any order: theta_rho",
+        "pattern", nargs="*", default=[],
+        help="only programs whose name contains this, or its words (split at spaces, _ or -) in any order: theta rho",
     )  # fmt: skip
     p.set_defaults(func=cmd_list)
 
@@ -56,7 +56,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     console = make_console(wide=args.wide)
     with console.status("importing icon4py's dycore programs"):
-        programs = [p for p in all_programs() if matches(args.pattern, p.name)]
+        pattern = " ".join(args.pattern)
+        programs = [p for p in all_programs() if matches(pattern, p.name)]
     columns = [
         Col("program", no_wrap=True),
         Col("dims", priority=1),
@@ -76,8 +77,8 @@ def cmd_list(args: argparse.Namespace) -> int:
             caption="granule: called by icon4py's SolveNonhydro / VelocityAdvection; * also read by the program (in-out)",
         )  # fmt: skip
     )
-    if not programs and args.pattern:
-        console.print(f"no program matches {args.pattern!r}; `icoforge list` shows all of them")
+    if not programs and pattern:
+        console.print(f"no program matches {pattern!r}; `icoforge list` shows all of them")
     return 0
 
 

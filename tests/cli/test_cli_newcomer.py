@@ -64,9 +64,9 @@ def test_run_help_lists_the_backends(capsys):
 # --- icoforge list ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("pattern", ["theta_rho", "rho theta", "PGRAD", "update_vn rho"])
+@pytest.mark.parametrize("pattern", [["theta_rho"], ["rho theta"], ["PGRAD"], ["update_vn", "rho"]])
 def test_list_matches_words_in_any_order(pattern, capsys):
-    assert main(["list", pattern]) == 0
+    assert main(["list", *pattern]) == 0
     assert "compute_rho_theta_pgrad_and_update_vn" in capsys.readouterr().out
 
 
