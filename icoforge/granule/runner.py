@@ -166,7 +166,8 @@ class Granule:
             compile_pool.warm_up((type(self.backend.executor).__module__, "gt4py.next.iterator.transforms.pass_manager"))
 
         def constructing(submitted: int, finished: int, last: str) -> None:  # the total grows as icon4py submits
-            progress(f"{self.name}: constructing SolveNonhydro; compiled/submitted, last {last}", finished, submitted)
+            what = f"{self.name}: constructing SolveNonhydro, programs compiled/submitted so far; last submitted {last}"
+            progress(what, finished, submitted)
 
         with compile_pool.recorded_submissions(constructing) as submitted:
             self.solver = build_solver(self.grid, self.static, self.backend, only_used_variants=self.only_used_variants)
