@@ -57,12 +57,12 @@ def recorded_submissions(on_change: SubmissionCallback | None = None) -> Iterato
     from gt4py.next.otf import runners
 
     record: list[tuple[float, str]] = []
-    finished, last = [0], [""]  # jobs finished, program of the last submission
+    finished, last, active = [0], [""], [True]  # jobs finished, program of the last submission
     original = runners.ProcessRunner.submit
 
     def job_done(_: Any) -> None:
         finished[0] += 1
-        if on_change is not None:
+        if on_change is not None and active[0]:  # jobs that end after the block are the caller's to report
             on_change(len(record), finished[0], last[0])
 
     def submit(self: Any, task: Any) -> Any:
@@ -78,6 +78,7 @@ def recorded_submissions(on_change: SubmissionCallback | None = None) -> Iterato
     try:
         yield record
     finally:
+        active[0] = False
         runners.ProcessRunner.submit = original  # type: ignore[method-assign]
 
 

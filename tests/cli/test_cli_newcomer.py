@@ -145,6 +145,7 @@ def test_construction_reports_each_submission_and_each_finished_job(monkeypatch)
         runners.ProcessRunner.submit(None, task)
         runners.ProcessRunner.submit(None, task)
         pending[0].set_result(None)
+    pending[1].set_result(None)  # after the block: the compile phase reports it, not construction
     assert seen == [(1, 0, "prog_a"), (2, 0, "prog_a"), (2, 1, "prog_a")]
     assert [name for _, name in record] == ["icoforge_cpu", "icoforge_cpu"]
 
