@@ -8,24 +8,39 @@ LEVELS ?= 20
 # e.g. `make demo COMPARE="--compare gtfn_cpu"` also builds GT4Py's gtfn_cpu (minutes on 2 cores) and checks ours against it
 COMPARE ?=
 
-.PHONY: setup demo test verify-all gpu-check clean
+# One cache for everything make runs (demo, CI's .ci/run); the test suite gives each session its
+# own empty cache inside it (tests/conftest.py), so tests always exercise generation.
+export ICOFORGE_CACHE ?= $(CURDIR)/.icoforge-cache
+# Progress lines reach a pipe (CI logs, tee) as they are printed, not when a buffer fills.
+export PYTHONUNBUFFERED := 1
+# pytest: a line per test file with its time, `still running` lines during long tests
+# (tests/conftest.py), and the slowest tests at the end.
+PYTEST := $(BIN)/python -m pytest --durations=15
+
+.PHONY: setup demo test test-slow verify-all gpu-check clean
 
 setup: $(VENV)/.installed
 
+# pip prints a line per package it collects and installs (about 80 s from a fresh clone).
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 12), f"need Python 3.12, got {sys.version}"'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install --upgrade pip
+	$(BIN)/pip install -e '.[test]'
 	touch $@
 
 # The main job on the CPU with our backend, on a small grid.
 demo: setup
 	$(BIN)/icoforge run vertically_implicit_solver_at_predictor_step --grid $(GRID) --levels $(LEVELS) --backend icoforge $(COMPARE) --repeat 5
 
-# The CI test suite (GPU tests are skipped without a GPU).
+# The test suite without the tests marked slow (GPU tests are skipped without a GPU).
 test: setup
-	$(BIN)/python -m pytest -q
+	$(PYTEST) -m "not slow"
+
+# The tests marked slow (minutes each on 2 cores: the granule end to end, nvcc/hipcc over every
+# program, fused granule by emulation); CI runs them after `make test`.
+test-slow: setup
+	$(PYTEST) -m slow
 
 # Every dycore program, icoforge-cpu vs gtfn_cpu on R2B4 at 80 and 17 levels (hours on 2 cores;
 # minutes on the 16-core device machine). The table lands in benchmarks/.

@@ -14,7 +14,7 @@ import concurrent.futures as cf
 import contextlib
 import importlib
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from icoforge.backend import gt4py_compat
@@ -45,23 +45,51 @@ def warm_up(modules: Iterable[str]) -> list[cf.Future]:
     return [pool.submit(import_modules, modules) for _ in range(config.BUILD_JOBS)]
 
 
+# on_change(submitted, finished, name of the last submitted program)
+SubmissionCallback = Callable[[int, int, str], None]
+
+
 @contextlib.contextmanager
-def recorded_submissions() -> Iterator[list[tuple[float, str]]]:
-    """(wall-clock time, task name) of each program submitted to GT4Py's process pool meanwhile."""
+def recorded_submissions(on_change: SubmissionCallback | None = None) -> Iterator[list[tuple[float, str]]]:
+    """(wall-clock time, task name) of each program submitted to GT4Py's process pool meanwhile.
+    `on_change` hears of each submission and each finished job (the latter from the pool's
+    thread). The number of jobs is not known before icon4py's construction ends: it lowers each
+    program in this process (GT4Py's frontend, seconds each) and only then submits it."""
     from gt4py.next.otf import runners
 
     record: list[tuple[float, str]] = []
+    finished, last, active = [0], [""], [True]  # jobs finished, program of the last submission
     original = runners.ProcessRunner.submit
+
+    def job_done(_: Any) -> None:
+        finished[0] += 1
+        if on_change is not None and active[0]:  # jobs that end after the block are the caller's to report
+            on_change(len(record), finished[0], last[0])
 
     def submit(self: Any, task: Any) -> Any:
         record.append((time.time(), str(getattr(task, "name", "?"))))
-        return original(self, task)
+        future = original(self, task)
+        if on_change is not None:
+            last[0] = _program_name(task)
+            on_change(len(record), finished[0], last[0])
+            future.add_done_callback(job_done)
+        return future
 
     runners.ProcessRunner.submit = submit  # type: ignore[method-assign]
     try:
         yield record
     finally:
+        active[0] = False
         runners.ProcessRunner.submit = original  # type: ignore[method-assign]
+
+
+def _program_name(task: Any) -> str:
+    """The GT4Py program a compile task is for (the task's own name is the backend's)."""
+    try:
+        program = task.construct_compilable(False).data  # already lowered; this only returns it
+        return str(getattr(program, "id", task.name))
+    except Exception:  # a customized backend's task carries no program: its name will do
+        return str(getattr(task, "name", "?"))
 
 
 __all__ = ["import_modules", "recorded_submissions", "warm_up"]

@@ -7,17 +7,11 @@ import argparse
 import json
 import pathlib
 import sys
-import time
 
 from rich.console import Console
 
 from icoforge.cli import pymode
-
-
-def _console() -> Console:
-    # Piped output would be cut at rich's default 80 columns; these tables are wider.
-    console = Console()
-    return console if console.is_terminal else Console(width=200)
+from icoforge.console import StepProgress, make_console
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -122,8 +116,6 @@ def _latest_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_greenline(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
     from icoforge.granule.greenline import GreenlineOptions, run_greenline
 
     pymode.ensure(args.python_mode, args.cli_argv)  # before anything is imported or compiled
@@ -149,30 +141,12 @@ def cmd_greenline(args: argparse.Namespace) -> int:
         gpu_lock=args.gpu_lock,
     )
     json_only = args.json == "-"
-    console = Console(stderr=True) if json_only else _console()
+    console = make_console(stderr=True, wide=args.wide) if json_only else make_console(wide=args.wide)
     if args.verify and len(opts.backends) < 2:
         console.print("[yellow]--verify needs a --compare backend; nothing to verify[/yellow]")
 
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("starting", total=None)
-
-        started, last_phase = time.perf_counter(), [""]
-
-        def progress(what: str, done: int, total: int) -> None:
-            bar.update(task, description=what, completed=done, total=total or None)
-            if not console.is_terminal and what != last_phase[0]:  # a log file gets the phases, timed
-                last_phase[0] = what
-                console.print(f"[{time.perf_counter() - started:6.0f} s] {what}", highlight=False)
-
-        report = run_greenline(opts, progress=progress, log=lambda text: bar.console.print(text, highlight=False))
+    with StepProgress(console) as step:
+        report = run_greenline(opts, progress=step, log=step.log)
 
     _output(report.to_json(), args, console)
     failed = [c for c in report.comparisons if not c.passed]
@@ -192,8 +166,11 @@ def _output(data: dict, args: argparse.Namespace, console: Console) -> None:
             pathlib.Path(args.json).write_text(json.dumps(data, indent=1) + "\n")
             console.print(f"report written to {args.json}")
     if args.markdown:
-        pathlib.Path(args.markdown).write_text(markdown_report(data))
-        console.print(f"Markdown report written to {args.markdown}")
+        from icoforge.granule.charts import pictures_markdown
+
+        md = pathlib.Path(args.markdown)
+        md.write_text(markdown_report(data) + pictures_markdown(data, md))
+        console.print(f"Markdown report written to {args.markdown} (pictures beside it)")
     if args.latest:
         from icoforge.granule.latest import git_commit, write_latest
 
@@ -205,7 +182,7 @@ def cmd_greenline_merge(args: argparse.Namespace) -> int:
     from icoforge.granule.merge import load_labelled, merge_reports
 
     merged = merge_reports([load_labelled(arg) for arg in args.reports])
-    console = Console(stderr=True) if args.json == "-" else _console()
+    console = make_console(stderr=True, wide=args.wide) if args.json == "-" else make_console(wide=args.wide)
     _output(merged, args, console)
     failed = [c for c in merged["verification"] if not c.get("passed", True)]
     return 1 if failed else 0

@@ -5,14 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich.console import Console
 from rich.table import Table
 
-
-def _console() -> Console:
-    # Piped output would be cut at rich's default 80 columns; tables here are wider.
-    console = Console()
-    return console if console.is_terminal else Console(width=160)
+from icoforge.console import Col, fit_table, make_console
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("info", help="sizes, neighbour tables and zone index ranges of a grid")
     p.add_argument("grid", metavar="NAME|PATH", help="preset name or ICON NetCDF grid file")
-    p.add_argument("--levels", type=int, default=80, help="vertical levels (default 80)")
+    p.add_argument("--levels", type=int, default=80, help="vertical levels (default 80; a grid file has none, so info shows them for presets only)")
     p.add_argument("--json", action="store_true", help="print GridInfo as JSON instead of tables")
     p.set_defaults(func=cmd_info)
 
@@ -40,21 +35,18 @@ def cmd_list(args: argparse.Namespace) -> int:
     from icoforge.grids import PRESETS
     from icoforge.grids.generate import is_cached, preset_path
 
-    table = Table(title="icoforge grid presets", caption=f"cache: {cache_dir('grids')}")
-    for col in ("name", "kind", "cells", "edges", "vertices", "generation", "cached"):
-        table.add_column(col, justify="right" if col in ("cells", "edges", "vertices") else "left")
+    priority = {"generation": 3, "kind": 2, "vertices": 1}  # dropped first on a narrow terminal: highest
+    columns = [
+        Col(c, priority=priority.get(c, 0), justify="right" if c in ("cells", "edges", "vertices") else "left")
+        for c in ("name", "kind", "cells", "edges", "vertices", "generation", "cached")
+    ]
+    rows = []
     for p in PRESETS.values():
         cached = f"yes, {preset_path(p).stat().st_size / 1e6:.1f} MB" if is_cached(p) else "no"
-        table.add_row(
-            p.name,
-            "regional" if p.limited_area else "global",
-            f"{p.cells:,}",
-            f"{p.edges:,}",
-            f"{p.vertices:,}",
-            f"~{p.approx_seconds:g} s",
-            cached,
-        )
-    _console().print(table)
+        kind = "regional" if p.limited_area else "global"
+        rows.append([p.name, kind, f"{p.cells:,}", f"{p.edges:,}", f"{p.vertices:,}", f"~{p.approx_seconds:g} s", cached])
+    console = make_console(wide=args.wide)
+    console.print(fit_table(console, "icoforge grid presets", columns, rows, caption=f"cache: {cache_dir('grids')}"))
     return 0
 
 
@@ -63,7 +55,7 @@ def cmd_make(args: argparse.Namespace) -> int:
     from icoforge.grids.presets import lookup_preset
 
     presets = [lookup_preset(n) for n in args.names]  # fail on a typo before generating anything
-    console = _console()
+    console = make_console(wide=args.wide)
     for preset in presets:
         if is_cached(preset):
             console.print(f"{preset.name}: cached at {ensure_grid_file(preset)}", soft_wrap=True)
@@ -74,20 +66,23 @@ def cmd_make(args: argparse.Namespace) -> int:
 
 def cmd_info(args: argparse.Namespace) -> int:
     from icoforge.grids import load_grid
+    from icoforge.grids.load import is_grid_file
 
     info = load_grid(args.grid, levels=args.levels).info()
     if args.json:
         print(json.dumps(info.as_dict(), indent=2))
         return 0
-    console = _console()
+    console = make_console(wide=args.wide)
 
     sizes = Table(title=f"grid {info.name}", show_header=False)
     sizes.add_column(style="bold")
     sizes.add_column()
     sizes.add_row("path", info.path)
     sizes.add_row("kind", "limited area" if info.limited_area else "global")
-    for label, n in (("cells", info.num_cells), ("edges", info.num_edges),
-                     ("vertices", info.num_vertices), ("levels", info.num_levels)):  # fmt: skip
+    sizes_shown = [("cells", info.num_cells), ("edges", info.num_edges), ("vertices", info.num_vertices)]
+    if not is_grid_file(args.grid):  # a grid file has no levels; --levels only loads it
+        sizes_shown.append(("levels", info.num_levels))
+    for label, n in sizes_shown:
         sizes.add_row(label, f"{n:,}")
     console.print(sizes)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from icoforge.errors import IcoforgeError
@@ -36,10 +37,28 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
+    _add_wide(parser)
     return parser
 
 
+def _add_wide(parser: argparse.ArgumentParser) -> None:
+    """`--wide` on every command that runs (tables keep all their columns)."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        parser.add_argument(
+            "--wide", action="store_true",
+            help="tables with every column (default: the least important are dropped where they do not fit the "
+            "terminal; 80 columns when piped unless $COLUMNS says otherwise)",
+        )  # fmt: skip
+    for action in subs:
+        for child in dict.fromkeys(action.choices.values()):
+            _add_wide(child)
+
+
 def main(argv: list[str] | None = None) -> int:
+    from icoforge.console import filter_known_warnings
+
+    filter_known_warnings()
     parser = build_parser()
     args = parser.parse_args(argv)
     # the words this process was started with, for commands that re-run themselves (pymode.py);
@@ -56,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         print("icoforge: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `icoforge ... | head`: the reader went away, nothing to report
-        sys.stderr.close()
+        # the interpreter flushes stdout once more at exit: send that to /dev/null, not to the pipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
 
 

@@ -12,12 +12,8 @@ import subprocess
 from rich.console import Console
 from rich.table import Table
 
+from icoforge.console import Col, StepProgress, fit_table, make_console
 from icoforge.errors import IcoforgeError
-
-
-def _console() -> Console:
-    console = Console()
-    return console if console.is_terminal else Console(width=200)
 
 
 def _grid_args(p: argparse.ArgumentParser, grid: str, levels: int) -> None:
@@ -90,6 +86,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _load_grid(args: argparse.Namespace):
     from icoforge.grids import load_grid
+    from icoforge.suite.catalogue import get_program
+
+    if args.program != "greenline":
+        get_program(args.program)  # a misspelt name fails now, not after the grid is generated
 
     if args.levels <= 0:
         raise IcoforgeError(f"--levels must be a positive number of levels, got {args.levels}")
@@ -125,27 +125,31 @@ def cmd_roofline(args: argparse.Namespace) -> int:
         raise IcoforgeError(f"--repeat must be at least 1, got {args.repeat}")
     if args.program == "greenline":
         return cmd_roofline_greenline(args)
-    console = _console()
+    console = make_console(wide=args.wide)
     lock = _gpu_lock(args, console)
     grid = _load_grid(args)
-    with console.status("measuring") as status:
+    with StepProgress(console) as step:
+        step("measuring")
         with contextlib.nullcontext() if lock is None else lock.hold(args.backend, f"roofline {args.program}"):
-            m = measure(args.program, grid, args.backend, args.repeat, peak_gflops=args.peak_gflops, status=status.update)
+            m = measure(args.program, grid, args.backend, args.repeat, peak_gflops=args.peak_gflops, status=step)
         fig = write_roofline(m, args.out)
-    table = Table(title=f"{m.program} on {m.grid}/{m.levels}, {m.backend} ({m.device})")
-    for col in ("kernel", "MB", "MFLOP", "flop/B", "median ms", "GB/s", "% of copy"):
-        table.add_column(col, justify="left" if col == "kernel" else "right")
+    priority = {"MB": 3, "MFLOP": 4, "flop/B": 2, "GB/s": 1}  # dropped first on a narrow terminal: highest
+    columns = [
+        Col(c, priority=priority.get(c, 0), justify="left" if c == "kernel" else "right")
+        for c in ("kernel", "MB", "MFLOP", "flop/B", "median ms", "GB/s", "% of copy")
+    ]
+    rows = []
     bw = m.ceiling.bytes_per_s
     for p in m.points():
         gbs = p.bytes_per_s
-        table.add_row(
+        rows.append([
             f"[bold]{p.name}[/bold]" if p.kind == "program" else p.name,
             f"{p.bytes / 1e6:.3f}", f"{p.flops / 1e6:.3f}", f"{p.ai:.3f}",
             "–" if p.seconds is None else f"{p.seconds * 1e3:.4f}",
             "–" if gbs is None else f"{gbs / 1e9:.1f}",
             "–" if gbs is None else f"{100 * gbs / bw:.1f}",
-        )  # fmt: skip
-    console.print(table)
+        ])  # fmt: skip
+    console.print(fit_table(console, f"{m.program} on {m.grid}/{m.levels}, {m.backend} ({m.device})", columns, rows))
     console.print(f"copy bandwidth {bw / 1e9:.1f} GB/s ({m.ceiling.how}); FP64 peak {m.peak_flops / 1e9:.0f} GFLOP/s ({m.peak_how})")
     if m.floors is not None:
         console.print(m.floors_note())
@@ -171,30 +175,35 @@ def cmd_roofline_greenline(args: argparse.Namespace) -> int:
         raise IcoforgeError(f"--levels must be a positive number of levels, got {args.levels}")
     if args.steps < 1:
         raise IcoforgeError(f"--steps must be at least 1, got {args.steps}")
-    console = _console()
-    with console.status("greenline roofline") as status:
+    console = make_console(wide=args.wide)
+    with StepProgress(console) as step:
+        step("greenline roofline")
         r = measure_greenline(
             args.grid, args.levels, args.backend, steps=args.steps, repeat=args.repeat, cpu_timing=args.cpu_timing,
-            peak_gflops=args.peak_gflops, gpu_lock=args.gpu_lock, status=status.update,
+            peak_gflops=args.peak_gflops, gpu_lock=args.gpu_lock, status=step,
         )  # fmt: skip
         fig = write_greenline_roofline(r, args.out)
     level = "program (program-level time)" if r.program_level else "kernel"
     if r.floors is not None:  # above the kernel table, as in the Markdown
         console.print(_floors_table(r.floors, r.ceiling.bytes_per_s))
-    table = Table(title=f"greenline on {r.grid}/{r.levels}, {r.backend} ({r.device}), per dycore step")
-    for col in (level, "program", "calls", "MB", "MFLOP", "flop/B", "ms", "GB/s", "% of copy"):
-        table.add_column(col, justify="left" if col in (level, "program") else "right")
+    priority = {"program": 2, "calls": 3, "MB": 5, "MFLOP": 6, "flop/B": 4, "GB/s": 1}  # highest dropped first
+    columns = [
+        Col(c, priority=priority.get(c, 0), justify="left" if c in (level, "program") else "right")
+        for c in (level, "program", "calls", "MB", "MFLOP", "flop/B", "ms", "GB/s", "% of copy")
+    ]
+    rows = []
     bw = r.ceiling.bytes_per_s
     for row in r.rows:
         gbs = row.bytes_per_s
         ms = row.seconds_per_step
-        table.add_row(
+        rows.append([
             row.kernel, "" if r.program_level else row.program, f"{row.calls_per_step:g}",
             f"{row.bytes_per_step / 1e6:.3f}", f"{row.flops_per_step / 1e6:.3f}", f"{row.ai:.3f}",
             "–" if ms is None else f"{ms * 1e3:.4f}", "–" if gbs is None else f"{gbs / 1e9:.1f}",
             "–" if gbs is None else f"{100 * gbs / bw:.1f}",
-        )  # fmt: skip
-    console.print(table)
+        ])  # fmt: skip
+    title = f"greenline on {r.grid}/{r.levels}, {r.backend} ({r.device}), per dycore step"
+    console.print(fit_table(console, title, columns, rows))
     ks = r.kernel_seconds
     console.print(
         f"instrumented dycore step {r.step_seconds * 1e3:.3f} ms; program calls {r.program_seconds * 1e3:.3f} ms"
@@ -238,9 +247,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from icoforge.perf import profile
 
     backend = args.backend or ("icoforge-hip" if args.tool == "rocprof" else "icoforge-cuda")
-    console = _console()
+    console = make_console(wide=args.wide)
     grid = _load_grid(args)
-    with console.status("GT4Py passes and lowering (for the kernel names)"):
+    with StepProgress(make_console(stderr=True)) as step:  # stderr: stdout is the command line to copy
+        step("GT4Py passes and lowering (for the kernel names)")
         names, cost = _kernel_names(args, grid)
     target = profile.target_command(args.program, args.grid, args.levels, backend, args.repeat)
     cmds = profile.profile_commands(args.tool, names, target, args.out)

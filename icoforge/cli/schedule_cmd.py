@@ -8,16 +8,8 @@ import dataclasses
 import json
 import pathlib
 
-from rich.console import Console
-from rich.table import Table
-
+from icoforge.console import Col, StepProgress, fit_table, make_console
 from icoforge.errors import IcoforgeError, UnknownNameError
-
-
-def _console() -> Console:
-    # Piped output would be cut at rich's default 80 columns; these tables are wider.
-    console = Console()
-    return console if console.is_terminal else Console(width=200)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -88,10 +80,11 @@ def _run(args: argparse.Namespace, settings: list[str], kernels: list[str]) -> i
     from icoforge.suite.catalogue import get_program
 
     info = get_program(args.program)
-    console = _console()
+    console = make_console(wide=args.wide)
     # parse the settings before the (slow) GT4Py passes: a typo fails at once
     parsed = _program_schedule(args, settings, [])
-    with console.status(f"GT4Py passes for {info.name} (cached after the first time)"):
+    with StepProgress(make_console(stderr=True)) as step:  # stderr: --json output stays parseable
+        step(f"GT4Py passes for {info.name} (cached after the first time)")
         grid = load_grid(args.grid, levels=args.levels, show_progress=False)
         program = program_ir(info.program, grid.connectivities)
     if parsed.fuses(program.name):  # kernel names are the fused ones then
@@ -118,7 +111,8 @@ def _run(args: argparse.Namespace, settings: list[str], kernels: list[str]) -> i
                 raise IcoforgeError(f"schedule valid and generated, but {what.split()[0]} is not installed: not compiled")
             note = f"{what.split()[0]} not installed: no register counts"
         else:
-            with console.status(f"compiling with {what}"):
+            with StepProgress(make_console(stderr=True)) as step:
+                step(f"compiling with {what}")
                 resources = {r.kernel: r for r in check(art.module_source)}
             note = f"resources from {what}"
 
@@ -136,16 +130,19 @@ def _run(args: argparse.Namespace, settings: list[str], kernels: list[str]) -> i
         print(json.dumps(out, indent=2))
         return 0
 
-    table = Table(title=f"{info.name}: kernels on {args.target.upper()}", caption=note)
-    for col in ("kernel", "kind", "schedule (effective)", "registers", "spills (st/ld B)", "shared B"):
-        table.add_column(col, overflow="fold", justify="right" if col in ("registers", "shared B") else "left")
+    priority = {"kind": 3, "shared B": 2, "spills (st/ld B)": 1}  # dropped first on a narrow terminal: highest
+    columns = [
+        Col(c, priority=priority.get(c, 0), justify="right" if c in ("registers", "shared B") else "left")
+        for c in ("kernel", "kind", "schedule (effective)", "registers", "spills (st/ld B)", "shared B")
+    ]
+    rows = []
     for name in names:
         la, r = launches[name], resources.get(name)
         regs = "-" if r is None else str(r.registers)
         spills = "-" if r is None else f"{r.spill_stores}/{r.spill_loads}"
         shared = str(la.smem_bytes) if r is None else str(r.shared_bytes)
-        table.add_row(name, la.kind, la.describe(), regs, spills, shared)
-    console.print(table)
+        rows.append([name, la.kind, la.describe(), regs, spills, shared])
+    console.print(fit_table(console, f"{info.name}: kernels on {args.target.upper()}", columns, rows, caption=note))
     if args.emit:
         console.print(f"source written to {args.emit}")
     return 0

@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import argparse
 
-from rich.console import Console
-from rich.table import Table
-
+from icoforge.console import Col, StepProgress, fit_table, make_console
 from icoforge.errors import IcoforgeError
-
-
-def _console() -> Console:
-    # Piped output would be cut at rich's default 80 columns; these tables are wider.
-    console = Console()
-    return console if console.is_terminal else Console(width=200)
+from icoforge.suite.backends import backend_names
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("list", help="icon4py dycore programs: dimensions, neighbour tables, outputs")
-    p.add_argument("pattern", nargs="?", default="", help="only programs whose name contains this")
+    p.add_argument(
+        "pattern", nargs="*", default=[],
+        help="only programs whose name contains this, or its words (split at spaces, _ or -) in any order: theta rho",
+    )  # fmt: skip
     p.set_defaults(func=cmd_list)
 
     p = subparsers.add_parser(
@@ -27,10 +23,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("program", help="program name (see `icoforge list`)")
     p.add_argument("--grid", default="R2B4", help="grid preset or ICON NetCDF file (default R2B4)")
     p.add_argument("--levels", type=int, default=80, help="vertical levels (default 80)")
-    p.add_argument("--backend", default="gtfn_cpu", help="backend to time (default gtfn_cpu)")
+    p.add_argument(
+        "--backend", default="gtfn_cpu", metavar="BACKEND",
+        help=f"backend to time (default gtfn_cpu); one of {', '.join(backend_names())}",
+    )  # fmt: skip
     p.add_argument(
         "--compare", nargs="+", default=[], metavar="BACKEND",
-        help="more backends: timed, and verified against --backend",
+        help="more backends (same names as --backend): timed, and verified against --backend",
     )  # fmt: skip
     p.add_argument(
         "--schedule", metavar="JSON|FILE",
@@ -52,31 +51,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from icoforge.suite.catalogue import all_programs
+    from icoforge.suite.catalogue import all_programs, matches
     from icoforge.suite.ranges import GRANULE_PROGRAMS
 
-    console = _console()
+    console = make_console(wide=args.wide)
     with console.status("importing icon4py's dycore programs"):
-        programs = [p for p in all_programs() if args.pattern in p.name]
-    table = Table(
-        title=f"icon4py dycore programs ({len(programs)})",
-        caption="granule: called by icon4py's SolveNonhydro / VelocityAdvection",
-    )
-    table.add_column("program", no_wrap=True)
-    for col in ("dims", "connectivities", "outputs", "scan", "granule"):
-        table.add_column(col, overflow="fold")
+        pattern = " ".join(args.pattern)
+        programs = [p for p in all_programs() if matches(pattern, p.name)]
+    columns = [
+        Col("program", no_wrap=True),
+        Col("dims", priority=1),
+        Col("granule", priority=2),
+        Col("scan", priority=3),
+        Col("outputs", priority=4),
+        Col("connectivities", priority=5),
+    ]
+    rows = []
     for p in programs:
         outputs = ", ".join(f"{o}*" if p.param(o).is_inout else o for o in p.outputs)
-        table.add_row(
-            p.name,
-            " ".join(p.dims),
-            " ".join(p.connectivities) or "-",
-            outputs,
-            "yes" if p.has_scan else "no",
-            "yes" if p.name in GRANULE_PROGRAMS else "",
-        )
-    console.print(table)
-    console.print("* also read by the program (in-out)")
+        granule = "yes" if p.name in GRANULE_PROGRAMS else ""
+        rows.append([p.name, " ".join(p.dims), granule, "yes" if p.has_scan else "no", outputs, " ".join(p.connectivities) or "-"])
+    console.print(
+        fit_table(
+            console, f"icon4py dycore programs ({len(programs)})", columns, rows,
+            caption="granule: called by icon4py's SolveNonhydro / VelocityAdvection; * also read by the program (in-out)",
+        )  # fmt: skip
+    )
+    if not programs and pattern:
+        console.print(f"no program matches {pattern!r}; `icoforge list` shows all of them")
     return 0
 
 
@@ -85,51 +87,57 @@ def _fmt_seconds(seconds: float) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from icoforge.grids import load_grid
-    from icoforge.suite.backends import get_backend
-    from icoforge.suite.catalogue import get_program
-    from icoforge.suite.runner import run_program
-    from icoforge.suite.verify import verify
-
     if args.levels <= 0:
         raise IcoforgeError(f"--levels must be a positive number of levels, got {args.levels}")
     if args.repeat < 1:
         raise IcoforgeError(f"--repeat must be at least 1, got {args.repeat}")
-    if args.schedule:
-        from icoforge.suite.backends import use_schedule
+    console = make_console(wide=args.wide)
+    with StepProgress(console) as step:
+        step("importing GT4Py and icon4py")  # half a minute on a busy 2-core machine
+        from icoforge.grids import load_grid
+        from icoforge.suite.backends import get_backend
+        from icoforge.suite.catalogue import get_program
+        from icoforge.suite.runner import run_program
+        from icoforge.suite.verify import verify
 
-        use_schedule(args.schedule)
-    backends = [args.backend, *args.compare]
-    for name in backends:  # a typo fails now, not after minutes of compiling
-        get_backend(name)
+        if args.schedule:
+            from icoforge.suite.backends import use_schedule
 
-    console = _console()
-    with console.status("loading program and grid") as status:
-        info = get_program(args.program)
+            use_schedule(args.schedule)
+        backends = [args.backend, *args.compare]
+        for name in backends:  # a typo fails now, not after minutes of compiling
+            get_backend(name)
+        info = get_program(args.program)  # a typo fails before the grid is generated
+
+        step("loading the grid")
         grid = load_grid(args.grid, levels=args.levels)
-        console.print(
-            f"[bold]{info.name}[/bold] on {grid.name} ({grid.num_cells:,} cells, {grid.num_edges:,} edges, "
+        step.log(
+            f"{info.name} on {grid.name} ({grid.num_cells:,} cells, {grid.num_edges:,} edges, "
             f"{args.levels} levels), seed {args.seed}, static scalars: {args.static}"
         )
         results, checks = [], {}
-        for name in backends:
+        for i, name in enumerate(backends):
+            # each backend's compile can take minutes: its phases show as they change
             results.append(
                 run_program(
-                    info, name, grid, args.seed, args.repeat,
-                    static_params=args.static, on_status=lambda text: status.update(text),
+                    info, name, grid, args.seed, args.repeat, static_params=args.static,
+                    on_status=lambda text, i=i: step(f"backend {i + 1}/{len(backends)}: {text}"),
                 )  # fmt: skip
             )
+            step.log(f"{name}: compiled in {_fmt_seconds(results[-1].compile_s)} s, median {results[-1].median_ms:.3f} ms")
         for name in args.compare:
-            status.update(f"verifying {name} against {args.backend}")
+            step(f"verifying {name} against {args.backend}")
             checks[name] = verify(
                 info, name, args.backend, grid, args.seed, args.rtol, args.atol, static_params=args.static
             )
 
-    table = Table(title=f"{info.name}: {args.repeat} timed calls")
-    for col in ("backend", "compile s", "first call ms", "median ms", "min ms", "checksum"):
-        table.add_column(col, justify="left" if col in ("backend", "checksum") else "right")
+    columns = [
+        Col("backend"), Col("compile s", justify="right"), Col("first call ms", priority=3, justify="right"),
+        Col("median ms", justify="right"), Col("min ms", priority=2, justify="right"), Col("checksum", priority=1),
+    ]  # fmt: skip
     if checks:
-        table.add_column(f"vs {args.backend}")
+        columns.append(Col(f"vs {args.backend}"))
+    rows = []
     for r in results:
         row = [
             r.backend,
@@ -147,8 +155,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 row.append(f"[green]PASS[/green] max rel {check.max_rel_err:.1e}")
             else:
                 row.append("[red]FAIL[/red]")
-        table.add_row(*row)
-    console.print(table)
+        rows.append(row)
+    console.print(fit_table(console, f"{info.name}: {args.repeat} timed calls", columns, rows))
 
     failed = [c for c in checks.values() if not c.passed]
     for check in failed:

@@ -10,9 +10,8 @@ import os
 import pathlib
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
+from icoforge.console import Col, StepProgress, fit_table, make_console
 from icoforge.errors import IcoforgeError
 
 BACKENDS = ("icoforge-cuda", "icoforge-hip", "icoforge-emulated-cuda", "icoforge-emulated-hip")
@@ -64,17 +63,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
     target_for_backend(args.backend)  # clear errors before loading anything
     for name in args.programs:
         get_program(name)
-    err = Console(stderr=True)
-    console = Console() if Console().is_terminal else Console(width=200)
+    err = make_console(stderr=True, wide=args.wide)
+    console = make_console(wide=args.wide)
     grid = load_grid(args.grid, levels=args.levels)
     results = []
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
     for name in args.programs:
-        with Progress(*columns, console=err, transient=True) as bar:
-            task = bar.add_task("tuning", total=None)
+        with StepProgress(err) as step:
 
             def progress(what: str, done: int, total: int) -> None:
-                bar.update(task, description=f"{name}: {what}", completed=done, total=total)
+                step(f"{name}: {what}", done, total)
 
             result = tune_suite_program(
                 name, grid, args.backend, args.space, repeat=args.repeat, seed=args.seed,
@@ -142,12 +139,13 @@ def print_result(result, console: Console) -> None:
     if result.emulated:
         console.print("[yellow]CPU emulation: the times are the emulation's, not a GPU's; the picks below check the "
                       "search, they are not a tuning[/yellow]")  # fmt: skip
-    table = Table(title=f"tuned kernels: {where}", title_justify="left")
-    for col in PICK_COLUMNS:
-        table.add_column(col, justify="left" if col in ("kernel", "best candidate", "schedule") else "right")
-    for row in _pick_rows(result):
-        table.add_row(*row)
-    console.print(table)
+    priority = {"best candidate": 2, "default µs": 1}  # dropped first on a narrow terminal: highest
+    columns = [
+        Col(c, priority=priority.get(c, 0), no_wrap=c == "kernel",
+            justify="left" if c in ("kernel", "best candidate", "schedule") else "right")
+        for c in PICK_COLUMNS
+    ]  # fmt: skip
+    console.print(fit_table(console, f"tuned kernels: {where}", columns, _pick_rows(result), title_justify="left"))
     whole, counts = _summary(result)
     console.print(f"whole call: {whole}; the tuned schedule's outputs equal the default's")
     console.print(f"candidates: {counts}")

@@ -13,7 +13,7 @@ import dataclasses
 import functools
 from typing import Any
 
-from icoforge.errors import IcoforgeError
+from icoforge.errors import IcoforgeError, UnknownNameError
 from icoforge.suite.backends import EXTRA_BACKENDS, backend_names, get_backend, is_gpu_backend
 
 # (program, reason) of every program loaded from the fallback backend in this process
@@ -86,8 +86,8 @@ def is_gpu(name: str) -> bool:
 def check_name(name: str) -> None:
     """Raise UnknownNameError for a misspelt backend (or part of a pair) before any work starts."""
     for part in name.split("+"):
-        if part not in EXTRA_BACKENDS:
-            get_backend(part)
+        if part not in EXTRA_BACKENDS and part not in backend_names():
+            raise UnknownNameError("backend", part, [*backend_names(), *EXTRA_BACKENDS])
 
 
 __all__ = [

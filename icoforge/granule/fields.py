@@ -272,8 +272,10 @@ def _compute_in_child(grid: Any, factory_backend: str, path: Any) -> StaticField
 def _child_main(grid_path: str, levels: int, factory_backend: str, out_path: str) -> None:
     import pathlib
 
+    from icoforge.console import filter_known_warnings
     from icoforge.grids import load_grid
 
+    filter_known_warnings()  # a spawned process starts with Python's default filters: icon4py's divide warnings
     grid = load_grid(pathlib.Path(grid_path), levels=levels, show_progress=False)
     _write(pathlib.Path(out_path), _compute(grid, factory_backend, lambda text: print(f"  {text}", flush=True)))
 

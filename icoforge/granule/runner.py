@@ -183,7 +183,12 @@ class Granule:
             # GT4Py's workers start at the first submissions and import for seconds before their
             # first job: start them now, while icon4py's construction runs here
             compile_pool.warm_up((type(self.backend.executor).__module__, "gt4py.next.iterator.transforms.pass_manager"))
-        with compile_pool.recorded_submissions() as submitted:
+
+        def constructing(submitted: int, finished: int, last: str) -> None:  # the total grows as icon4py submits
+            what = f"{self.name}: constructing SolveNonhydro, programs compiled/submitted so far; last submitted {last}"
+            progress(what, finished, submitted)
+
+        with compile_pool.recorded_submissions(constructing) as submitted:
             self.solver = build_solver(self.grid, self.static, self.backend, only_used_variants=self.only_used_variants)
         s["construct"] = time.perf_counter() - t0
         self._submitted = [(t - self._construct_started_at, name) for t, name in submitted]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import pathlib
-import sys
 import time
 from collections.abc import Iterator
 
@@ -83,22 +82,13 @@ def _stderr_console():
 
 @contextlib.contextmanager
 def _spinner(preset: Preset, *, enabled: bool) -> Iterator[None]:
-    """A rich spinner with elapsed time; the generator has no progress callback to drive a bar."""
+    """What is being generated, with the elapsed time (a line when piped); the generator has no
+    progress callback to drive a bar."""
     if not enabled:
         yield
         return
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from icoforge.console import StepProgress, make_console
 
-    text = (
-        f"generating grid {preset.name} ({preset.cells:,} cells, about {preset.approx_seconds:g} s)"
-    )
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=_stderr_console(),
-        transient=True,  # the one-line summary printed afterwards replaces it
-        disable=not sys.stderr.isatty(),
-    ) as progress:
-        progress.add_task(text, total=None)
+    with StepProgress(make_console(stderr=True)) as step:
+        step(f"generating grid {preset.name} ({preset.cells:,} cells, about {preset.approx_seconds:g} s)")
         yield

@@ -94,7 +94,7 @@ def resolve_grid_path(
     name_or_path: str | os.PathLike, *, generate_missing: bool = True, show_progress: bool = True
 ) -> pathlib.Path:
     """The grid file for a preset name (generated into the cache if needed) or a file path."""
-    if _looks_like_path(name_or_path):
+    if is_grid_file(name_or_path):
         path = pathlib.Path(name_or_path).expanduser()
         if not path.is_file():
             raise IcoforgeError(f"grid file {path} not found")
@@ -105,7 +105,8 @@ def resolve_grid_path(
     return generate.ensure_grid_file(preset, show_progress=show_progress)
 
 
-def _looks_like_path(name_or_path: str | os.PathLike) -> bool:
+def is_grid_file(name_or_path: str | os.PathLike) -> bool:
+    """Whether `name_or_path` names an ICON grid file rather than a preset."""
     if not isinstance(name_or_path, str):
         return True
     s = name_or_path
@@ -130,7 +131,7 @@ def load_grid(
     if isinstance(levels, bool) or not isinstance(levels, numbers.Integral) or levels <= 0:
         raise IcoforgeError(f"levels must be a positive integer, got {levels!r}")
     path = resolve_grid_path(name_or_path, show_progress=show_progress)
-    is_preset = not _looks_like_path(name_or_path)
+    is_preset = not is_grid_file(name_or_path)
     name = canonical_name(str(name_or_path)) if is_preset else path.stem
     stat = path.stat()  # a file replaced on disk is a different grid
     key = (str(path), stat.st_mtime_ns, stat.st_size, int(levels), bool(keep_skip_values))

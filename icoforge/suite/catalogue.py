@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import importlib
 import pkgutil
+import re
 from collections.abc import Iterator
 
 from gt4py.next.ffront.decorator import Program
@@ -213,8 +214,26 @@ def all_programs() -> tuple[ProgramInfo, ...]:
     return tuple(_info(name) for name in _discovered())
 
 
+def matches(pattern: str, name: str) -> bool:
+    """`pattern` as a substring of `name`, or its words (split at _, - and spaces) each one a
+    substring, in any order: "theta_rho" finds compute_rho_theta_pgrad_and_update_vn."""
+    pattern, name = pattern.lower(), name.lower()
+    words = [w for w in re.split(r"[\s_\-]+", pattern) if w]
+    return pattern in name or all(w in name for w in words)
+
+
+def find_programs(pattern: str) -> tuple[str, ...]:
+    """Names of the programs `pattern` matches (see `matches`); all of them for ""."""
+    return tuple(n for n in program_names() if matches(pattern, n))
+
+
 def get_program(name: str) -> ProgramInfo:
-    """The program called `name`; a misspelt name raises UnknownNameError with suggestions."""
+    """The program called `name`; a misspelt name raises UnknownNameError with suggestions (and,
+    for a part of a name, the programs that contain it)."""
     if name not in _discovered():
-        raise UnknownNameError("program", name, program_names())
+        error = UnknownNameError("program", name, program_names(), see="icoforge list")
+        found = [n for n in find_programs(name) if n not in error.suggestions][:5] if name else []
+        if found:
+            error.args = (f"{error.args[0]} Names containing it: {', '.join(found)}.",)
+        raise error
     return _info(name)

@@ -126,6 +126,46 @@ def test_greenline_merge_cli_prints_json_and_markdown(tmp_path, capsys):
     assert [src["file"] for src in again["merged_from"]] == [a, b, c]
 
 
+def test_the_report_fits_80_columns(tmp_path, monkeypatch, capsys):
+    """Piped without $COLUMNS: every table within 80 columns, the per-program table keeps program,
+    ms/step and share and says which columns it left out."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    a = _write(tmp_path, "cuda.json", _report(_result("icoforge-cuda", 1.0, 0.0)))
+    b = _write(tmp_path, "gtfn.json", _report(_result("gtfn_gpu", 2.0)))
+    assert main(["greenline-merge", a, b]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    header = next(line for line in out.splitlines() if "program" in line and "share" in line)
+    assert "ms/step" in header and "compile s" not in header
+    assert "--wide for all" in out
+
+
+def test_markdown_gets_a_bar_chart_per_program_and_links_rooflines_beside_it(tmp_path):
+    a = _write(tmp_path, "cuda.json", _report(_result("icoforge-cuda", 1.0)))
+    b = _write(tmp_path, "gtfn.json", _report(_result("gtfn_gpu", 2.0)))
+    roofline = tmp_path / "roofline_greenline_R2B6_80_icoforge-cuda.png"  # `roofline greenline`'s default name
+    roofline.write_bytes(b"\x89PNG\r\n\x1a\n")
+    md = tmp_path / "side.md"
+    assert main(["greenline-merge", a, b, "--markdown", str(md)]) == 0
+    chart = tmp_path / "side-programs.png"
+    assert chart.read_bytes().startswith(b"\x89PNG")
+    doc = md.read_text()
+    assert f"]({chart.name})" in doc and f"]({roofline.name})" in doc
+    assert "roofline_greenline_R2B6_80_gtfn_gpu.png" not in doc  # not there, not linked
+
+
+def test_chart_rows_follow_the_reference_and_sum_the_tail():
+    from icoforge.granule.charts import program_rows
+
+    merged = merge_reports([("a.json", _report(_result("icoforge-cuda", 1.0)).to_json()),
+                            ("b.json", _report(_result("gtfn_gpu", 2.0)).to_json())])  # fmt: skip
+    programs, backends, values = program_rows(merged)
+    assert programs == ["vertically_implicit_solver_at_predictor_step", "compute_diagnostics_from_normal_wind"]
+    assert backends == ["icoforge-cuda", "gtfn_gpu"] and values == [[10.0, 1.0], [20.0, 2.0]]
+    programs, _, values = program_rows(merged, limit=1)
+    assert programs[-1] == "other programs (1)" and values == [[10.0, 1.0], [20.0, 2.0]]
+
+
 @pytest.mark.parametrize(
     "other, message",
     [

@@ -11,6 +11,7 @@ from icoforge.granule import fields
 from icoforge.granule.greenline import DEFAULT_FACTORY_BACKEND
 
 
+@pytest.mark.slow  # the factories run three times: 2-4 minutes on 2 cores (make test-slow)
 def test_static_fields_from_a_child_process_equal_in_process_ones(tiny_grid, tmp_path, monkeypatch):
     # the greenline computes them in a spawned child (its timing process stays free of the factories)
     monkeypatch.setenv("ICOFORGE_CACHE", str(tmp_path))

@@ -15,7 +15,7 @@ nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
 
 @nvcc
 def test_show_lists_kernels_with_schedule_and_registers(tiny_grid, capsys):
-    assert main(["schedule", "show", "compute_divergence_of_fluxes_of_rho_and_theta", *GRID]) == 0
+    assert main(["schedule", "show", "compute_divergence_of_fluxes_of_rho_and_theta", *GRID, "--wide"]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if "comp_dive_flux_rho_thet_k0" in line)
     assert "map2d" in row and "block 32x8, k_per_thread 1" in row and "index_bits auto" in row and "0/0" in row  # the CUDA default

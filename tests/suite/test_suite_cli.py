@@ -8,7 +8,7 @@ from icoforge.cli.main import main
 
 
 def test_list_shows_every_program(capsys):
-    assert main(["list"]) == 0
+    assert main(["list", "--wide"]) == 0
     out = capsys.readouterr().out
     assert "icon4py dycore programs (78)" in out
     row = next(line for line in out.splitlines() if "vertically_implicit_solver_at_predictor_step" in line)
@@ -16,7 +16,7 @@ def test_list_shows_every_program(capsys):
 
 
 def test_list_filters_by_name(capsys):
-    assert main(["list", "divergence_of_fluxes"]) == 0
+    assert main(["list", "divergence_of_fluxes", "--wide"]) == 0
     out = capsys.readouterr().out
     assert "programs (1)" in out and "z_flxdiv_mass" in out
 
@@ -46,7 +46,7 @@ def _row(out: str, backend: str) -> list[str]:
 
 def test_run_embedded_with_compare(tiny_grid, capsys):
     argv = ["run", "compute_airmass", "--grid", "R2B3", "--levels", "10", "--backend", "embedded",
-            "--compare", "embedded", "--repeat", "2", "--seed", "3"]  # fmt: skip
+            "--compare", "embedded", "--repeat", "2", "--seed", "3", "--wide"]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "compute_airmass on R2B3 (5,120 cells" in out
@@ -61,7 +61,7 @@ def test_run_embedded_with_compare(tiny_grid, capsys):
 @pytest.mark.slow
 def test_run_gtfn_cpu_verified_against_embedded(tiny_grid, capsys):
     argv = ["run", "compute_divergence_of_fluxes_of_rho_and_theta", "--grid", "R2B3", "--levels", "10",
-            "--backend", "embedded", "--compare", "gtfn_cpu", "--repeat", "3"]  # fmt: skip
+            "--backend", "embedded", "--compare", "gtfn_cpu", "--repeat", "3", "--wide"]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
     embedded, gtfn = _row(out, "embedded"), _row(out, "gtfn_cpu")
@@ -72,7 +72,7 @@ def test_run_gtfn_cpu_verified_against_embedded(tiny_grid, capsys):
 @pytest.mark.slow
 def test_run_vertically_implicit_solver_on_gtfn_cpu(tiny_grid, capsys):
     argv = ["run", "vertically_implicit_solver_at_predictor_step", "--grid", "R2B3", "--levels", "10",
-            "--backend", "gtfn_cpu", "--repeat", "2"]  # fmt: skip
+            "--backend", "gtfn_cpu", "--repeat", "2", "--wide"]  # fmt: skip
     assert main(argv) == 0
     cells = _row(capsys.readouterr().out, "gtfn_cpu")
     assert len(cells) == 6  # no verification column without --compare
