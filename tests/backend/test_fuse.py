@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from icoforge.backend import fuse, ir
-from icoforge.backend.schedule import ProgramSchedule, Schedule, ScheduleError
+from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule, ScheduleError
 from icoforge.suite.backends import schedule_from_env
 
 KINDS = (("Cell", "horizontal"), ("K", "vertical"))
@@ -129,7 +129,7 @@ def test_fuse_is_schedule_data():
 def test_schedule_from_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("ICOFORGE_SCHEDULE", '{"fuse": ["*"]}')
     s = schedule_from_env("cuda")
-    assert s.fuses("p") and s.default == Schedule(block=(32, 4))  # the vendor default stays
+    assert s.fuses("p") and s.default == VENDOR_DEFAULTS["cuda"]  # the vendor default stays
     path = tmp_path / "s.json"
     path.write_text('{"default": {"block": [64, 2]}}')
     monkeypatch.setenv("ICOFORGE_SCHEDULE", str(path))
