@@ -8,7 +8,7 @@ LEVELS ?= 20
 # e.g. `make demo COMPARE="--compare gtfn_cpu"` also builds GT4Py's gtfn_cpu (minutes on 2 cores) and checks ours against it
 COMPARE ?=
 
-.PHONY: setup demo test verify-all gpu-check clean
+.PHONY: setup demo test verify-all references test-references gpu-check clean
 
 setup: $(VENV)/.installed
 
@@ -19,9 +19,10 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-# The main job on the CPU with our backend, on a small grid.
+# The main job on the CPU with our backend, checked against GT4Py's stored gtfn_cpu outputs
+# (R2B3, 10 levels: the store's grid; no GT4Py compile); prints PASS/FAIL and the time per call.
 demo: setup
-	$(BIN)/icoforge run vertically_implicit_solver_at_predictor_step --grid $(GRID) --levels $(LEVELS) --backend icoforge $(COMPARE) --repeat 5
+	$(BIN)/icoforge run vertically_implicit_solver_at_predictor_step --reference --backend icoforge $(COMPARE) --repeat 5
 
 # The CI test suite (GPU tests are skipped without a GPU).
 test: setup
@@ -31,6 +32,16 @@ test: setup
 # minutes on the 16-core device machine). The table lands in benchmarks/.
 verify-all: setup
 	$(BIN)/icoforge verify-all --grid R2B4 --levels 80 17 --out benchmarks/verify-all-cpu.md
+
+# GT4Py's gtfn_cpu on every dycore program, outputs stored as digests in
+# icoforge/suite/gt4py_references.json (about 2 hours on 2 cores; minutes with JOBS=16).
+JOBS ?= 2
+references: setup
+	$(BIN)/icoforge references make --jobs $(JOBS)
+
+# Every dycore program compiled with icoforge-cpu and compared with the stored references.
+test-references: setup
+	$(BIN)/python -m pytest -q -m references tests/suite/test_references.py
 
 # CUDA (nvcc sm_90) and HIP (hipcc gfx90a) compile check of every program: registers and spills.
 gpu-check: setup
