@@ -8,6 +8,7 @@ compiles all 78 programs with icoforge-cpu on R2B3/10: see the README for its ti
 from __future__ import annotations
 
 import copy
+import os
 
 import numpy as np
 import pytest
@@ -182,9 +183,16 @@ def _stored_names():
     return sorted(STORE["programs"]) if STORE else []
 
 
+@pytest.fixture(scope="module")
+def warm_caches(tiny_grid):
+    """All programs compiled once in cpu_count processes (the GT4Py passes dominate): the tests
+    then translate from the on-disk caches in this process. Failures show in the tests."""
+    refs.warm_up(_stored_names(), "icoforge-cpu", jobs=os.cpu_count() or 1)
+
+
 @needs_store
 @pytest.mark.references
 @pytest.mark.parametrize("name", _stored_names())
-def test_program_matches_stored_gt4py_reference(name, tiny_grid):
+def test_program_matches_stored_gt4py_reference(name, tiny_grid, warm_caches):
     result = refs.check_program(get_program(name), "icoforge-cpu", tiny_grid, STORE)
     assert result.passed, result.summary()
