@@ -29,6 +29,7 @@ from icoforge import cache
 from icoforge.backend import build, make_backend, workflow
 from icoforge.backend.precompile import compilable_program
 from icoforge.errors import IcoforgeError
+from tests.backend.test_build_cache import SOURCE, _load
 
 CellDim, EdgeDim, KDim = dims.CellDim, dims.EdgeDim, dims.KDim
 f64 = gtx.float64
@@ -64,29 +65,13 @@ def run_icoforge(grid, e_array: np.ndarray, out_array: np.ndarray | None = None)
 
 # --- a process killed while it writes the cache ------------------------------------------------
 
-HEAVY_SOURCE = """
-#include "icf_cpu.h"
-#include <regex>
-#include <map>
-#include <string>
-// enough templates that g++ needs a while: long enough to be killed mid-build
-static int heavy() { std::map<std::string, std::regex> m; m["a"] = std::regex("(a|b)*c[0-9]+"); return (int)m.size(); }
-static PyObject* answer(PyObject*, PyObject*) { return PyLong_FromLong(%d + heavy() - 1); }
-static PyMethodDef methods[] = {{"answer", answer, METH_NOARGS, ""}, {nullptr, nullptr, 0, nullptr}};
-static struct PyModuleDef md = {PyModuleDef_HEAD_INIT, "%s", nullptr, -1, methods};
-PyMODINIT_FUNC PyInit_%s(void) { return PyModule_Create(&md); }
-"""
-
-
-def _load(path: pathlib.Path, name: str):
-    import importlib.machinery
-    import importlib.util
-
-    loader = importlib.machinery.ExtensionFileLoader(name, str(path))
-    spec = importlib.util.spec_from_file_location(name, str(path), loader=loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+# SOURCE (a module whose answer() returns %d) behind enough templates that g++ needs a while:
+# long enough to be killed mid-build
+HEAVY_SOURCE = (
+    '#include <map>\n#include <regex>\n#include <string>\n'
+    'static int heavy() { std::map<std::string, std::regex> m; m["a"] = std::regex("(a|b)*c[0-9]+"); return (int)m.size(); }\n'
+    'int (*keep_heavy)() = heavy;\n'
+) + SOURCE
 
 
 def _child(code: str) -> subprocess.Popen:

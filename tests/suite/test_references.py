@@ -196,3 +196,25 @@ def warm_caches(tiny_grid):
 def test_program_matches_stored_gt4py_reference(name, tiny_grid, warm_caches):
     result = refs.check_program(get_program(name), "icoforge-cpu", tiny_grid, STORE)
     assert result.passed, result.summary()
+
+
+# --- `icoforge run --reference` (what `make demo` runs) -----------------------------------------
+
+
+@needs_store
+@pytest.mark.slow
+def test_run_with_reference_prints_pass_and_the_time(tiny_grid, capsys):
+    from icoforge.cli.main import main
+
+    assert main(["run", SMALL, "--reference", "--backend", "icoforge", "--repeat", "2"]) == 0
+    out = capsys.readouterr().out
+    assert f"PASS: {SMALL} on icoforge vs stored gtfn_cpu reference" in out and "ms per call" in out
+
+
+def test_run_with_reference_on_another_grid_is_refused(capsys):
+    from icoforge.cli.main import main
+
+    if STORE is None:
+        pytest.skip("no stored references")
+    assert main(["run", SMALL, "--reference", "--grid", "R2B4"]) == 2
+    assert "stored references are for --grid R2B3, not R2B4" in capsys.readouterr().err
