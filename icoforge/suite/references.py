@@ -314,7 +314,7 @@ def generate(
         pass
     failed = {}
     with _serial_gt4py_builds():
-        for name, outcome in map_isolated(functools.partial(_record_in_worker, GRID, LEVELS), list(names), jobs):
+        for name, outcome in map_isolated(functools.partial(_record_in_worker, GRID, LEVELS), biggest_first(names), jobs):
             if isinstance(outcome, dict):
                 programs[name] = outcome
                 write_store(path, meta, programs)
@@ -323,6 +323,14 @@ def generate(
             if on_done:
                 on_done(name, failed.get(name))
     return failed
+
+
+def biggest_first(names: Iterable[str]) -> list[str]:
+    """Programs by the size of their GTIR, largest first: the long compiles start first, so
+    the last worker does not finish alone with a vertical solver."""
+    from icoforge.suite.catalogue import get_program
+
+    return sorted(names, key=lambda n: (-len(str(get_program(n).program.gtir)), n))
 
 
 def warm_up(names: Iterable[str], backend: str = "icoforge-cpu", jobs: int = 2) -> dict[str, str]:
@@ -336,7 +344,7 @@ def warm_up(names: Iterable[str], backend: str = "icoforge-cpu", jobs: int = 2) 
     failed = {}
     with _serial_gt4py_builds():
         work = functools.partial(_compile_in_worker, GRID, LEVELS, backend)
-        for name, outcome in map_isolated(work, list(names), jobs):
+        for name, outcome in map_isolated(work, biggest_first(names), jobs):
             if isinstance(outcome, BaseException):
                 failed[name] = f"{type(outcome).__name__}: {outcome}"
     return failed
