@@ -184,10 +184,15 @@ def _stored_names():
 
 
 @pytest.fixture(scope="module")
-def warm_caches(tiny_grid):
-    """All programs compiled once in cpu_count processes (the GT4Py passes dominate): the tests
-    then translate from the on-disk caches in this process. Failures show in the tests."""
-    refs.warm_up(_stored_names(), "icoforge-cpu", jobs=os.cpu_count() or 1)
+def warm_caches(request, tiny_grid):
+    """The selected programs compiled once in cpu_count processes (the GT4Py passes dominate):
+    the tests then translate from the on-disk caches in this process. Failures show in the tests."""
+    names = {
+        item.callspec.params["name"]
+        for item in request.session.items
+        if getattr(item, "originalname", None) == "test_program_matches_stored_gt4py_reference"
+    }
+    refs.warm_up(sorted(names), "icoforge-cpu", jobs=os.cpu_count() or 1)
 
 
 @needs_store
