@@ -34,7 +34,7 @@ verify-all: setup
 	$(BIN)/icoforge verify-all --grid R2B4 --levels 80 17 --out benchmarks/verify-all-cpu.md
 
 # GT4Py's gtfn_cpu on every dycore program, outputs stored as digests in
-# icoforge/suite/gt4py_references.json (about 2 hours on 2 cores; minutes with JOBS=16).
+# icoforge/suite/gt4py_references.json (72 min with JOBS=2 on the shared 2-core VM; minutes with JOBS=16).
 JOBS ?= 2
 references: setup
 	$(BIN)/icoforge references make --jobs $(JOBS)
