@@ -17,7 +17,7 @@ export PYTHONUNBUFFERED := 1
 # (tests/conftest.py), and the slowest tests at the end.
 PYTEST := $(BIN)/python -m pytest --durations=15
 
-.PHONY: setup demo test test-slow verify-all gpu-check clean
+.PHONY: setup demo test test-slow verify-all references test-references gpu-check clean
 
 setup: $(VENV)/.installed
 
@@ -29,13 +29,15 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -e '.[test]'
 	touch $@
 
-# The main job on the CPU with our backend, on a small grid.
+# The main job on the CPU with our backend, checked against GT4Py's stored gtfn_cpu outputs
+# (R2B3, 10 levels: the store's grid; no GT4Py compile); prints PASS/FAIL and the time per call.
 demo: setup
-	$(BIN)/icoforge run vertically_implicit_solver_at_predictor_step --grid $(GRID) --levels $(LEVELS) --backend icoforge $(COMPARE) --repeat 5
+	$(BIN)/icoforge run vertically_implicit_solver_at_predictor_step --reference --backend icoforge $(COMPARE) --repeat 5
 
-# The test suite without the tests marked slow (GPU tests are skipped without a GPU).
+# The test suite without the tests marked slow and the 78-program reference check (GPU tests are
+# skipped without a GPU); CI runs those two after it (`make test-slow test-references`).
 test: setup
-	$(PYTEST) -m "not slow"
+	$(PYTEST) -m "not slow and not references"
 
 # The tests marked slow (minutes each on 2 cores: the granule end to end, nvcc/hipcc over every
 # program, fused granule by emulation); CI runs them after `make test`.
@@ -46,6 +48,16 @@ test-slow: setup
 # minutes on the 16-core device machine). The table lands in benchmarks/.
 verify-all: setup
 	$(BIN)/icoforge verify-all --grid R2B4 --levels 80 17 --out benchmarks/verify-all-cpu.md
+
+# GT4Py's gtfn_cpu on every dycore program, outputs stored as digests in
+# icoforge/suite/gt4py_references.json (72 min with JOBS=2 on the shared 2-core VM; minutes with JOBS=16).
+JOBS ?= 2
+references: setup
+	$(BIN)/icoforge references make --jobs $(JOBS)
+
+# Every dycore program compiled with icoforge-cpu and compared with the stored references.
+test-references: setup
+	$(PYTEST) -m references tests/suite/test_references.py
 
 # CUDA (nvcc sm_90) and HIP (hipcc gfx90a) compile check of every program: registers and spills.
 gpu-check: setup

@@ -11,6 +11,23 @@ import tempfile
 from collections.abc import Iterator
 
 from icoforge import settings
+from icoforge.errors import IcoforgeError
+
+
+class CacheWriteError(IcoforgeError):
+    """The cache cannot be written (read-only, full, not a directory): one clear error, no entry.
+    (A plain message argument: it must unpickle when raised in GT4Py's compile workers.)"""
+
+
+@contextlib.contextmanager
+def _writing(path: os.PathLike | str) -> Iterator[None]:
+    try:
+        yield
+    except OSError as e:
+        raise CacheWriteError(
+            f"cannot write the icoforge cache at {path}: {e.strerror or e}; "
+            "free space there or set ICOFORGE_CACHE to a writable directory"
+        ) from e
 
 
 def cache_root() -> pathlib.Path:
@@ -20,13 +37,15 @@ def cache_root() -> pathlib.Path:
     else:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         root = pathlib.Path(base) / "icoforge"
-    root.mkdir(parents=True, exist_ok=True)
+    with _writing(root):
+        root.mkdir(parents=True, exist_ok=True)
     return root
 
 
 def cache_dir(kind: str) -> pathlib.Path:
     d = cache_root() / kind
-    d.mkdir(parents=True, exist_ok=True)
+    with _writing(d):
+        d.mkdir(parents=True, exist_ok=True)
     return d
 
 
@@ -38,19 +57,21 @@ def atomic_path(target: pathlib.Path | str) -> Iterator[pathlib.Path]:
     new one -- never a truncated file after a crash or Ctrl-C.
     """
     target = pathlib.Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    with _writing(target.parent):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     os.close(fd)
     tmp_path = pathlib.Path(tmp)
     try:
         yield tmp_path
-        os.replace(tmp_path, target)
+        with _writing(target):
+            os.replace(tmp_path, target)
     finally:
         tmp_path.unlink(missing_ok=True)
 
 
 def atomic_write_bytes(target: pathlib.Path | str, data: bytes) -> None:
-    with atomic_path(target) as tmp:
+    with atomic_path(target) as tmp, _writing(target):
         tmp.write_bytes(data)
 
 
@@ -58,8 +79,10 @@ def atomic_write_bytes(target: pathlib.Path | str, data: bytes) -> None:
 def file_lock(path: pathlib.Path | str) -> Iterator[None]:
     """Exclusive advisory lock: two processes building the same entry wait for each other."""
     path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as f:
+    with _writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(path, "a+b")
+    with f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
             yield

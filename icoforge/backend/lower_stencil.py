@@ -113,6 +113,9 @@ class StencilLowering:
             for p, a in zip(fn.params, args):
                 env[p] = self.bind(p, a) if isinstance(a, ir.Expr) else a
             return self.eval(fn.body, env)
+        if fn == Builtin("deref") and len(args) == 1:
+            # `as_fieldop(deref, domain)(x)`: a scalar broadcast into a field (or a plain copy)
+            return self.deref(args[0])
         raise self.fail(f"call of {fn}")
 
     def call(self, node: itir.FunCall, env: dict) -> Value:

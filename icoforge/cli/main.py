@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "icoforge.cli.perf_cmd",  # explain, roofline, profile
     "icoforge.cli.granule_cmd",  # greenline
     "icoforge.cli.tune_cmd",  # tune
+    "icoforge.cli.references_cmd",  # stored GT4Py references: make, check
 )
 
 

@@ -21,8 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run", help="compile and time one program on a grid; --compare verifies other backends against the first"
     )
     p.add_argument("program", help="program name (see `icoforge list`)")
-    p.add_argument("--grid", default="R2B4", help="grid preset or ICON NetCDF file (default R2B4)")
-    p.add_argument("--levels", type=int, default=80, help="vertical levels (default 80)")
+    p.add_argument("--grid", help="grid preset or ICON NetCDF file (default R2B4; with --reference the store's)")
+    p.add_argument("--levels", type=int, help="vertical levels (default 80; with --reference the store's)")
     p.add_argument(
         "--backend", default="gtfn_cpu", metavar="BACKEND",
         help=f"backend to time (default gtfn_cpu); one of {', '.join(backend_names())}",
@@ -37,7 +37,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "sets $ICOFORGE_SCHEDULE; kernels it does not name keep the vendor default",
     )  # fmt: skip
     p.add_argument("--repeat", type=int, default=10, help="timed calls per backend (default 10)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--seed", type=int, help="seed of the random inputs (default 0; with --reference the store's)")
+    p.add_argument(
+        "--reference", action="store_true",
+        help="check --backend against the stored gtfn_cpu outputs (icoforge/suite/gt4py_references.json): "
+        "no GT4Py compile; runs on the store's grid, levels and seed",
+    )  # fmt: skip
     p.add_argument(
         "--static", default="icon4py", choices=("icon4py", "none"),
         help="compile-time scalars: icon4py = int and bool scalars, like icon4py's setup_program (default)",
@@ -87,6 +92,10 @@ def _fmt_seconds(seconds: float) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    store = _reference_defaults(args) if args.reference else None  # the store's grid, levels, seed
+    for key, default in (("grid", "R2B4"), ("levels", 80), ("seed", 0)):
+        if getattr(args, key) is None:
+            setattr(args, key, default)
     if args.levels <= 0:
         raise IcoforgeError(f"--levels must be a positive number of levels, got {args.levels}")
     if args.repeat < 1:
@@ -161,4 +170,36 @@ def cmd_run(args: argparse.Namespace) -> int:
     failed = [c for c in checks.values() if not c.passed]
     for check in failed:
         console.print(check.summary(), highlight=False, soft_wrap=True)
+    if store is not None:
+        from icoforge.suite.references import check_program
+
+        with StepProgress(console) as step:
+            step(f"checking {args.backend} against the stored reference")
+            stored = check_program(info, args.backend, grid, store)
+        versions = store["meta"]["versions"]
+        console.print(
+            f"{stored.summary()}\n  (gt4py {versions['gt4py']}, icon4py {versions['icon4py-atmosphere-dycore']}, "
+            f"made {store['meta']['made']}; {args.backend}: median {results[0].median_ms:.3f} ms per call, "
+            f"compile {_fmt_seconds(results[0].compile_s)} s)",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip
+        if not stored.passed:
+            failed.append(stored)
     return 1 if failed else 0
+
+
+def _reference_defaults(args: argparse.Namespace) -> dict:
+    """With --reference, grid, levels and seed are the store's; others given are an error."""
+    from icoforge.suite.references import load_store
+
+    store = load_store()
+    meta = store["meta"]
+    wanted = {"grid": meta["grid"]["name"], "levels": meta["levels"], "seed": meta["seed"]}
+    for key, value in wanted.items():
+        given = getattr(args, key)
+        if given is not None and str(given).upper() != str(value).upper():
+            raise IcoforgeError(f"--reference: the stored references are for --{key} {value}, not {given}")
+        setattr(args, key, value)
+    if args.static != "icon4py":
+        raise IcoforgeError("--reference: the stored references use --static icon4py")
+    return store

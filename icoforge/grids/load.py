@@ -133,13 +133,32 @@ def load_grid(
     path = resolve_grid_path(name_or_path, show_progress=show_progress)
     is_preset = not is_grid_file(name_or_path)
     name = canonical_name(str(name_or_path)) if is_preset else path.stem
-    stat = path.stat()  # a file replaced on disk is a different grid
-    key = (str(path), stat.st_mtime_ns, stat.st_size, int(levels), bool(keep_skip_values))
+
+    def key_of(path: pathlib.Path) -> tuple:
+        stat = path.stat()  # a file replaced on disk is a different grid
+        return (str(path), stat.st_mtime_ns, stat.st_size, int(levels), bool(keep_skip_values))
+
+    key = key_of(path)
     with _loaded_lock:
         if key not in _loaded:
+            if is_preset:
+                path = _readable_preset(str(name_or_path), path, show_progress)
+                key = key_of(path)
             manager = _run_grid_manager(path, int(levels), keep_skip_values)
             _loaded[key] = Grid(name, path, manager)
         return _loaded[key]
+
+
+def _readable_preset(name: str, path: pathlib.Path, show_progress: bool) -> pathlib.Path:
+    """A cached preset that no longer reads (truncated or overwritten behind our back: our own
+    writes are atomic) is made again rather than refused on every later run."""
+    try:
+        validate.check_grid_file(path)
+    except IcoforgeError:
+        path.unlink(missing_ok=True)
+        path = resolve_grid_path(name, show_progress=show_progress)
+        validate.check_grid_file(path)
+    return path
 
 
 def forget_loaded_grids() -> None:

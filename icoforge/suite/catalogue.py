@@ -237,3 +237,11 @@ def get_program(name: str) -> ProgramInfo:
             error.args = (f"{error.args[0]} Names containing it: {', '.join(found)}.",)
         raise error
     return _info(name)
+
+
+def program_info(program: Program, name: str | None = None) -> ProgramInfo:
+    """The catalogue's view of any GT4Py program, not only the dycore's: inputs, runs and
+    verification then work as for the catalogue (its arguments' rules in ranges.py, by name)."""
+    if not isinstance(program, Program):
+        raise TypeError(f"not a GT4Py program: {program!r}")
+    return _program_info(name or program.definition.__name__, program.definition.__module__, program)

@@ -24,11 +24,15 @@ from icoforge.suite.catalogue import Param, ProgramInfo
 from icoforge.suite.ranges import spec_for
 from icoforge.suite.specs import (
     Const,
+    IndexIn,
     KOffsets,
     Levels,
+    OneOf,
+    Position,
     RandomBool,
     Spec,
     SpecContext,
+    TableOf,
     Uniform,
     ZoneEnd,
     ZoneStart,
@@ -66,8 +70,10 @@ def field_shape(param: Param, grid: Any) -> tuple[int, ...]:
 
 def default_spec(info: ProgramInfo, param: Param) -> Spec:
     """The generic choice for an argument the table does not list."""
-    if param.is_field:
-        return FLOAT_VALUES
+    if param.is_field and param.dtype == "int32" and (table := _table_shaped(param)):
+        return TableOf(table)  # a neighbour table passed as a field: its values are indices
+    if param.is_field and param.dtype != "int32":
+        return FLOAT_VALUES  # bool fields are random whatever the spec
     if bound := info.bound_of(param.name):
         dim, side = bound
         if dim in VERTICAL_DIMS:
@@ -86,9 +92,46 @@ def default_spec(info: ProgramInfo, param: Param) -> Spec:
     )
 
 
+def _table_shaped(param: Param) -> str | None:
+    """The connectivity an int field looks like: dims (horizontal, local), the local dimension
+    named after its connectivity as in icon4py (C2EDim is "C2E"); the grid must have it."""
+    dims = param.type.dims
+    if len(dims) == 2 and dims[0].kind == gtx.DimensionKind.HORIZONTAL and dims[1].kind == gtx.DimensionKind.LOCAL:
+        return dims[1].value
+    return None
+
+
+def _axis_index(param: Param, dim: str, shape: tuple[int, ...]) -> np.ndarray:
+    """Each point's index along `dim`, broadcast to `shape`."""
+    names = [d.value for d in param.type.dims]
+    if dim not in names:
+        raise IcoforgeError(f"{param.name}: no dimension {dim!r} in {names}")
+    axis = names.index(dim)
+    return np.arange(shape[axis]).reshape([-1 if i == axis else 1 for i in range(len(shape))])
+
+
 def _field_values(param: Param, spec: Spec, shape: tuple[int, ...], ctx: SpecContext) -> np.ndarray:
     rng = ctx.rng
     match param.dtype, spec:
+        # every int rule draws one double per point (make_scalars skips fields by their size)
+        case "int32", IndexIn(dim, offset):
+            stop = (ctx.nlev if dim in VERTICAL_DIMS else num_points(ctx.grid, dim)) + offset
+            return np.floor(rng.random(shape) * stop).astype(np.int32)
+        case "int32", Position(dim):
+            rng.random(shape)
+            return np.broadcast_to(_axis_index(param, dim, shape), shape).astype(np.int32)
+        case "int32", OneOf(values):
+            choice = np.floor(rng.random(shape) * len(values)).astype(np.int64)
+            return np.asarray(values, dtype=np.int32)[choice]
+        case "int32", TableOf(name):
+            rng.random(shape)
+            try:
+                table = ctx.grid.connectivities[name].asnumpy()
+            except KeyError:
+                raise IcoforgeError(f"{param.name}: the grid has no connectivity {name!r}") from None
+            if table.shape != shape:
+                raise IcoforgeError(f"{param.name}: shape {shape}, connectivity {name} has {table.shape}")
+            return table.astype(np.int32)
         case "bool", _:
             return rng.random(shape) < 0.5
         case ("float64" | "float32"), Uniform(lo, hi):

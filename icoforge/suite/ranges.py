@@ -22,8 +22,11 @@ from icoforge.suite.specs import (
     Const,
     Derived,
     GridAttr,
+    IndexIn,
     KOffsets,
     Levels,
+    OneOf,
+    Position,
     Spec,
     SpecContext,
     Uniform,
@@ -338,6 +341,32 @@ PROGRAM_ARGS: dict[str, dict[str, Spec]] = {
     "solve_tridiagonal_matrix_for_w_back_substitution": vertical(Const(1), NLEV),
 }
 
+# icon4py programs outside the dycore with integer index and mask fields, as
+# `catalogue.program_info(program)` names them; OTHER_PROGRAMS says where each is defined.
+OTHER_PROGRAMS = {
+    "compute_nudgecoeffs": "icon4py.model.common.interpolation.stencils.compute_nudgecoeffs",
+    "compute_pressure_gradient_downward_extrapolation_mask_distance": "icon4py.model.common.metrics.metric_fields",
+}
+OTHER_PROGRAM_ARGS: dict[str, dict[str, Spec]] = {
+    "compute_nudgecoeffs": {
+        # refin_ctrl of edges: 0 inside, 1..14 rows from a nest boundary, < 0 in the overlap
+        "refin_ctrl": OneOf(tuple(range(-4, 15))),
+        "grf_nudge_start_e": Const(10),  # GRF_BOUNDARY_WIDTH_EDGES + 1
+        "nudge_zone_width": Const(8),
+        "max_nudging_coefficient": Const(0.375),
+        "nudge_efold_width": Const(2.0),
+    },
+    "compute_pressure_gradient_downward_extrapolation_mask_distance": {
+        "flat_idx_max": IndexIn("K"),  # a level index per edge
+        "e_lev": Position(EDGE),  # edge indices
+        "k_lev": Position("K"),  # level indices
+        "horizontal_start_distance": ZoneStart(EDGE, "NUDGING"),
+        "horizontal_end_distance": ZoneEnd(EDGE, "LOCAL"),
+        "z_mc": Uniform(0.0, 20000.0),
+        "topography": Uniform(0.0, 3000.0),
+    },
+}
+
 # Programs of solve_nonhydro.py / velocity_advection.py (the "granule"), in call order.
 GRANULE_PROGRAMS: tuple[str, ...] = (
     "compute_diagnostics_from_normal_wind",
@@ -363,7 +392,7 @@ GRANULE_PROGRAMS: tuple[str, ...] = (
 
 def spec_for(program: str, param: str) -> Spec | None:
     """The table's spec for one argument, or None for the generic default."""
-    specs = PROGRAM_ARGS.get(program, {})
+    specs = PROGRAM_ARGS.get(program) or OTHER_PROGRAM_ARGS.get(program, {})
     if param in specs:
         return specs[param]
     return SHARED_ARGS.get(param, FIELD_VALUES.get(param))

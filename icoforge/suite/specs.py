@@ -103,7 +103,42 @@ class KOffsets:
     max_offset: int = 4
 
 
-Spec = Const | Uniform | RandomBool | ZoneStart | ZoneEnd | Levels | VerticalIndex | GridAttr | Derived | KOffsets
+@dataclasses.dataclass(frozen=True)
+class IndexIn:
+    """An int32 field of indices into a dimension: at every point a random index in
+    [0, points of `dim` + offset) (for K: [0, nlev + offset)), e.g. icon4py's `flat_idx_max`."""
+
+    dim: str
+    offset: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Position:
+    """An int32 field holding each point's own index along `dim` (icon4py's `e_lev`, `k_lev`)."""
+
+    dim: str
+
+
+@dataclasses.dataclass(frozen=True)
+class OneOf:
+    """An int32 field of flags, masks or enumeration values: each point one of `values`
+    (icon4py's `refin_ctrl`)."""
+
+    values: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class TableOf:
+    """An int32 field equal to a neighbour table of the grid (e.g. a `c2e` passed as a field):
+    indices stay within their table, skip values (-1) included where the grid has them."""
+
+    connectivity: str
+
+
+Spec = (
+    Const | Uniform | RandomBool | ZoneStart | ZoneEnd | Levels | VerticalIndex | GridAttr | Derived | KOffsets
+    | IndexIn | Position | OneOf | TableOf
+)  # fmt: skip
 
 
 # Vertical grid used for the level indices: ICON's usual 75 km model top with icon4py's default

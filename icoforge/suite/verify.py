@@ -203,7 +203,7 @@ def _to_device(host_args: dict[str, Any], allocator: Any) -> dict[str, Any]:
     }
 
 
-def _run_once(
+def run_once(
     info: ProgramInfo, backend: BackendLike, grid: Any, host_args: dict[str, Any], static_params: str | Sequence[str]
 ) -> dict[str, np.ndarray]:
     """Run on fresh device copies of `host_args`; return every field argument afterwards."""
@@ -232,14 +232,11 @@ def verify(
     Backends: names ("gtfn_cpu", "icoforge-cuda", ...), GT4Py Backend objects, None (embedded)
     or a CustomBackend. atol=None: ATOL_SCALE times each output's largest reference value.
     """
-    host_args = make_inputs(info, grid, seed)
-    for name in info.outputs:
-        if not info.param(name).is_inout:
-            poison(host_args[name].ndarray)
+    host_args = poisoned_inputs(info, grid, seed)
     before = {name: to_numpy(v).copy() for name, v in host_args.items() if is_field(v)}
 
-    ref_fields = _run_once(info, reference_backend, grid, host_args, static_params)
-    test_fields = _run_once(info, backend, grid, host_args, static_params)
+    ref_fields = run_once(info, reference_backend, grid, host_args, static_params)
+    test_fields = run_once(info, backend, grid, host_args, static_params)
 
     stats = tuple(
         compare_output(name, test_fields[name], ref_fields[name], rtol=rtol, atol=atol) for name in info.outputs
@@ -248,7 +245,7 @@ def verify(
         name
         for name in before
         if name not in info.outputs
-        and not (_same_bits(before[name], ref_fields[name]) and _same_bits(before[name], test_fields[name]))
+        and not (same_bits(before[name], ref_fields[name]) and same_bits(before[name], test_fields[name]))
     )
     return VerifyResult(
         program=info.name,
@@ -264,5 +261,14 @@ def verify(
     )
 
 
-def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+def poisoned_inputs(info: ProgramInfo, grid: Any, seed: int) -> dict[str, Any]:
+    """`make_inputs` on the host with the pure outputs poisoned (steps 1-2 of the protocol)."""
+    host_args = make_inputs(info, grid, seed)
+    for name in info.outputs:
+        if not info.param(name).is_inout:
+            poison(host_args[name].ndarray)
+    return host_args
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
