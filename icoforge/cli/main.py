@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "icoforge.cli.perf_cmd",  # explain, roofline, profile
     "icoforge.cli.granule_cmd",  # greenline
     "icoforge.cli.tune_cmd",  # tune
+    "icoforge.cli.hpc_cmd",  # hpc-references, hpc-trend (the ReFrame checks in hpc/)
 )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from icoforge.suite import faults
 from icoforge.suite.backends import get_backend
 from icoforge.suite.catalogue import ProgramInfo
 from icoforge.suite.inputs import copy_args, is_field, make_inputs, to_numpy
@@ -102,6 +103,19 @@ _compiled: dict[tuple, tuple[Any, Call]] = {}
 
 
 def prepare(
+    info: ProgramInfo,
+    backend: BackendLike,
+    grid: Any,
+    args: dict[str, Any],
+    *,
+    static_params: str | Sequence[str] = "icon4py",
+) -> tuple[Call, float]:
+    """`_prepare`, with the test-only faults of $ICOFORGE_TEST_FAULT (icoforge.suite.faults) if set."""
+    call, compile_s = _prepare(info, backend, grid, args, static_params=static_params)
+    return faults.wrap(call, resolve_backend(backend)[0], tuple(info.outputs)), compile_s
+
+
+def _prepare(
     info: ProgramInfo,
     backend: BackendLike,
     grid: Any,
