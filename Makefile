@@ -8,7 +8,7 @@ LEVELS ?= 20
 # e.g. `make demo COMPARE="--compare gtfn_cpu"` also builds GT4Py's gtfn_cpu (minutes on 2 cores) and checks ours against it
 COMPARE ?=
 
-.PHONY: setup demo test verify-all gpu-check clean
+.PHONY: setup demo test verify-all gpu-check hpc-references clean
 
 setup: $(VENV)/.installed
 
@@ -35,6 +35,14 @@ verify-all: setup
 # CUDA (nvcc sm_90) and HIP (hipcc gfx90a) compile check of every program: registers and spills.
 gpu-check: setup
 	$(BIN)/icoforge gpu-check --out benchmarks/gpu-compile-check.md
+
+# References of the ReFrame checks (hpc/) measured on this machine, written for SYSTEM:PARTITION
+# (local:cpu: about 15 min on the 2-core dev machine, cold cache; see README).
+SYSTEM ?= local:cpu
+FEATURES ?= cpu
+OUT ?= hpc/references.toml
+hpc-references: setup
+	$(BIN)/python -m icoforge hpc-references $(SYSTEM) --features $(FEATURES) --out $(OUT)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -40,7 +40,8 @@ DEFAULTS = {
     },
     "gpu": {
         "program": {"grid": "R2B4", "levels": 80, "backend": "icoforge-cuda", "reference_backend": "icoforge-cpu"},
-        "greenline": {"grid": "R2B4", "levels": 80, "backend": "icoforge-cuda"},
+        # the configuration of the H200 sessions (benchmarks/h200-*): recorded fingerprint and times
+        "greenline": {"grid": "R2B6", "levels": 80, "backend": "icoforge-cuda"},
     },
 }
 
@@ -48,7 +49,6 @@ DEFAULTS = {
 # each from a GT4Py backend on the same inputs (seed 0): the greenline check compares with them.
 FINGERPRINTS = {
     ("R2B3", 10): "tests/granule/data/r2b3_l10_gtfn_cpu.json",
-    ("R2B4", 80): "hpc/fingerprints/r2b4_l80_gtfn_cpu.json",
     ("R2B6", 80): "benchmarks/h200-2026-11-30-s5/ref-gtfn_gpu-R2B6-80.json",
 }
 FINGERPRINT_RTOL = 1e-9  # the granule tests' tolerance; CPU vs GPU rounding is ~1e-14

@@ -5,7 +5,7 @@ name: select it with `--system h200:gpu`) and `local` (any host, CPU only: the w
 
 A site keeps its own file (start from `hpc/site_example.py`) and chains it AFTER this one:
 
-    reframe -C hpc/settings.py:/path/site.py -c hpc/icoforge_checks.py -r
+    reframe -C hpc/settings.py -C /path/site.py -c hpc/icoforge_checks.py -r
 
 ReFrame tries the systems of later files first, so the site's `hostnames` win and `local` only
 catches hosts no file names. Partitions get the checks by their features (`cpu`, `gpu`), any

@@ -1,7 +1,7 @@
 """A site's ReFrame configuration for icoforge's checks: copy it, edit the marked lines, and chain it
 after ours (ReFrame tries the systems of later files first):
 
-    reframe -C hpc/settings.py:site.py -c hpc/icoforge_checks.py -r
+    reframe -C hpc/settings.py -C site.py -c hpc/icoforge_checks.py -r
 
 It defines a Slurm cluster `mycluster` with a GPU and a CPU partition. What the checks take from
 it: `features` (`gpu`/`cpu`: which checks run), an environment with the feature `icoforge` (the

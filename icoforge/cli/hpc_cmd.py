@@ -60,12 +60,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.set_defaults(func=cmd_trend)
 
 
-def load_hpc(hpc_dir: pathlib.Path):
+def load_hpc(hpc_dir: pathlib.Path = DEFAULT_HPC_DIR):
+    """hpc/icoforge_hpc.py of this checkout (not a package: it sits next to the ReFrame checks)."""
     path = hpc_dir / "icoforge_hpc.py"
     if not path.exists():
         raise IcoforgeError(f"{path} not found: run from an icoforge checkout")
+    if (loaded := sys.modules.get("icoforge_hpc")) and pathlib.Path(loaded.__file__) == path:
+        return loaded
     spec = importlib.util.spec_from_file_location("icoforge_hpc", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules["icoforge_hpc"] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
@@ -124,7 +128,8 @@ def cmd_references(args: argparse.Namespace) -> int:
 
 
 def read_perflogs(paths: list[pathlib.Path]) -> list[dict]:
-    """Rows of the perflogs hpc/settings.py configures: the run's fields, then 6 per variable."""
+    """Rows of the perflogs hpc/settings.py configures: the run's fields, then 6 per variable.
+    (A failed run is plotted red.)"""
     files = [f for p in paths for f in (sorted(p.rglob("*.log")) if p.is_dir() else [p])]
     rows = []
     for f in files:
@@ -132,12 +137,12 @@ def read_perflogs(paths: list[pathlib.Path]) -> list[dict]:
             fields = line.split("|")
             if len(fields) < 12 or fields[0] == "job_completion_time":  # the header
                 continue
-            when, name, system, partition = fields[:4]
+            when, name, system, partition, _, result = fields[:6]
             for i in range(6, len(fields) - 5, 6):
                 var, value, unit, ref, lower, upper = fields[i : i + 6]
                 try:
                     rows.append({
-                        "time": datetime.datetime.fromisoformat(when), "check": name, "partition": f"{system}:{partition}",
+                        "time": datetime.datetime.fromisoformat(when), "check": name, "partition": f"{system}:{partition}", "result": result,
                         "var": var, "value": float(value), "unit": unit, "ref": float(ref),
                         "lower": _fraction(lower), "upper": _fraction(upper),
                     })  # fmt: skip
@@ -165,8 +170,10 @@ def cmd_trend(args: argparse.Namespace) -> int:
     fig, axes = plt.subplots(len(series), 1, figsize=(9, 2.2 * len(series)), squeeze=False)
     for ax, (key, points) in zip(axes[:, 0], sorted(series.items())):
         points.sort(key=lambda r: r["time"])
-        times, values = [p["time"] for p in points], [p["value"] for p in points]
-        ax.plot(times, values, "o-", label="measured")
+        runs = range(len(points))  # run by run: evenly spaced, however irregular the runs were
+        ax.plot(runs, [p["value"] for p in points], "-", color="C0")
+        ax.scatter(runs, [p["value"] for p in points], c=["C3" if p["result"] == "fail" else "C0" for p in points], zorder=3)
+        ax.set_xticks(list(runs), [f"{p['time']:%m-%d %H:%M}" for p in points], rotation=30, ha="right")
         last = points[-1]
         if last["ref"]:  # the current reference and the band that passes
             ax.axhline(last["ref"], color="k", ls="--", lw=1, label="reference")
@@ -175,7 +182,6 @@ def cmd_trend(args: argparse.Namespace) -> int:
         ax.set_title(f"{key[0]}  {key[1]}", fontsize=8)
         ax.set_ylabel(f"{key[2]} [{last['unit']}]", fontsize=8)
         ax.tick_params(labelsize=7)
-    fig.autofmt_xdate()
     fig.tight_layout()
     fig.savefig(args.out, dpi=100)
     print(f"{len(series)} series ({len(rows)} values) plotted to {args.out}")

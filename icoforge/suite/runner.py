@@ -10,6 +10,7 @@ run-time arguments.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import statistics
 import time
@@ -102,20 +103,20 @@ def _wait_for_compilation(program: Any) -> None:
 _compiled: dict[tuple, tuple[Any, Call]] = {}
 
 
+def _with_test_faults(prepare_fn: Callable[..., tuple[Call, float]]) -> Callable[..., tuple[Call, float]]:
+    """The call `prepare` returns, with the test-only faults of $ICOFORGE_TEST_FAULT
+    (icoforge.suite.faults) when it names this backend."""
+
+    @functools.wraps(prepare_fn)
+    def prepare(info: ProgramInfo, backend: BackendLike, *args: Any, **kwargs: Any) -> tuple[Call, float]:
+        call, compile_s = prepare_fn(info, backend, *args, **kwargs)
+        return faults.wrap(call, resolve_backend(backend)[0], tuple(info.outputs)), compile_s
+
+    return prepare
+
+
+@_with_test_faults
 def prepare(
-    info: ProgramInfo,
-    backend: BackendLike,
-    grid: Any,
-    args: dict[str, Any],
-    *,
-    static_params: str | Sequence[str] = "icon4py",
-) -> tuple[Call, float]:
-    """`_prepare`, with the test-only faults of $ICOFORGE_TEST_FAULT (icoforge.suite.faults) if set."""
-    call, compile_s = _prepare(info, backend, grid, args, static_params=static_params)
-    return faults.wrap(call, resolve_backend(backend)[0], tuple(info.outputs)), compile_s
-
-
-def _prepare(
     info: ProgramInfo,
     backend: BackendLike,
     grid: Any,
