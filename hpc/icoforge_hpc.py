@@ -197,7 +197,7 @@ def split_paths(spec: str) -> list[pathlib.Path]:
 
 
 def load_references(paths: list[pathlib.Path] | None = None) -> dict[str, Any]:
-    """hpc/references.toml, then `paths` on top: {"system:partition": {key: {var: {...}}, "source": ...}}."""
+    """hpc/references.toml, then `paths` on top: {"system:partition": {key: {var: {...}, "source": ...}}}."""
     merged: dict[str, Any] = {}
     for path in [REFERENCES, *(paths or [])]:
         with open(path, "rb") as f:
@@ -207,7 +207,7 @@ def load_references(paths: list[pathlib.Path] | None = None) -> dict[str, Any]:
             for key, value in checks.items():
                 if isinstance(value, dict):
                     target.setdefault(key, {}).update(value)
-                else:  # "source" and other notes of the partition
+                else:  # notes of the partition
                     target[key] = value
     return merged
 
@@ -241,7 +241,10 @@ def dump_references(refs: dict[str, Any]) -> str:
             lines.append(f"{note} = {_toml_str(str(checks[note]))}")
         for key in sorted(k for k, v in checks.items() if isinstance(v, dict)):
             lines.append(f"[{_toml_str(partition)}.{_toml_str(key)}]")
-            for var, e in sorted(checks[key].items()):
+            entries = checks[key]
+            for note in sorted(k for k, v in entries.items() if not isinstance(v, dict)):  # "source"
+                lines.append(f"{note} = {_toml_str(str(entries[note]))}")
+            for var, e in sorted((k, v) for k, v in entries.items() if isinstance(v, dict)):
                 fields = [f"value = {_num(e['value'])}", f"unit = {_toml_str(e['unit'])}", f"upper = {_num(e['upper'])}"]
                 if e.get("lower") is not None:
                     fields.append(f"lower = {_num(e['lower'])}")
@@ -266,10 +269,10 @@ def update_references(path: pathlib.Path, partition: str, measured: dict[str, di
         with open(path, "rb") as f:
             current = tomllib.load(f)
     part = current.setdefault(partition, {})
-    part["source"] = source
     units = {v.name: v for v in PROGRAM_VARS + GREENLINE_VARS}
     for key, values in measured.items():
         entry = part.setdefault(key, {})
+        entry["source"] = source
         for var, value in values.items():
             old = entry.get(var, {})
             entry[var] = {

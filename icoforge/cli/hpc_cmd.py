@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--only", default="", metavar="REGEX", help="only the checks whose key matches")
     p.add_argument(
         "--cache", metavar="DIR",
-        help="ICOFORGE_CACHE of the commands (default: a new empty directory: cold compiles, as a fresh job)",
+        help="ICOFORGE_CACHE of the commands (default: a new empty one per run: cold compiles, as a fresh job)",
     )  # fmt: skip
     p.add_argument("--logs", type=pathlib.Path, metavar="DIR", help="keep each command's output here")
     p.add_argument("--hpc-dir", type=pathlib.Path, default=DEFAULT_HPC_DIR, help=argparse.SUPPRESS)
@@ -89,7 +89,6 @@ def cmd_references(args: argparse.Namespace) -> int:
     env = {
         **os.environ,
         "PYTHONUNBUFFERED": "1",
-        "ICOFORGE_CACHE": str(args.cache or work / "icoforge-cache"),
         "PYTHONPATH": os.pathsep.join(p for p in (str(hpc.REPO), os.environ.get("PYTHONPATH", "")) if p),
     }
     env.pop("ICOFORGE_TEST_FAULT", None)  # references of a planted fault would be worthless
@@ -101,6 +100,8 @@ def cmd_references(args: argparse.Namespace) -> int:
         for i in range(args.repeat):
             rundir = work / f"{len(measured)}-{i}"
             rundir.mkdir()
+            # without --cache each run starts empty, as a fresh job: compile times are cold ones
+            env["ICOFORGE_CACHE"] = str(args.cache or rundir / "icoforge-cache")
             t0 = time.perf_counter()
             proc = subprocess.run(
                 [sys.executable, "-m", "icoforge", *command.argv], cwd=rundir, env=env, capture_output=True, text=True
@@ -120,7 +121,7 @@ def cmd_references(args: argparse.Namespace) -> int:
     source = (
         f"measured by `icoforge hpc-references` on {platform.node()} ({os.cpu_count()} CPUs) "
         f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, median of {args.repeat} run(s), "
-        f"{'a given' if args.cache else 'an empty'} cache, {time.perf_counter() - started:.0f} s in all"
+        f"{'the cache ' + str(args.cache) if args.cache else 'an empty cache per run'}, {time.perf_counter() - started:.0f} s in all"
     )
     hpc.update_references(out, args.partition, measured, source)
     print(f"references of {len(measured)} checks for {args.partition} written to {out}")
