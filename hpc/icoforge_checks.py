@@ -22,8 +22,8 @@ environment's or partition's `extras`: `icoforge_python`, `icoforge_cache` (defa
 makes every run cold), `icoforge_cpus_per_task`, and `references_file` (extras:
 `icoforge_references`; both apply, the variable's files last). hpc/site_example.py shows them.
 
-The CPU greenline compiles the granule: about 7 min cold on two idle cores (25 min at a load of
-10), about 1.5 min with a warm cache.
+The CPU greenline compiles the granule: about 10 min cold on the 2-core dev machine (26 min at a
+load of 10), about 2 min with a warm cache.
 """
 
 import json
