@@ -17,7 +17,7 @@ export PYTHONUNBUFFERED := 1
 # (tests/conftest.py), and the slowest tests at the end.
 PYTEST := $(BIN)/python -m pytest --durations=15
 
-.PHONY: setup demo test test-slow verify-all references test-references gpu-check clean
+.PHONY: setup demo test test-slow verify-all references test-references gpu-check hpc-references clean
 
 setup: $(VENV)/.installed
 
@@ -62,6 +62,14 @@ test-references: setup
 # CUDA (nvcc sm_90) and HIP (hipcc gfx90a) compile check of every program: registers and spills.
 gpu-check: setup
 	$(BIN)/icoforge gpu-check --out benchmarks/gpu-compile-check.md
+
+# References of the ReFrame checks (hpc/) measured on this machine, written for SYSTEM:PARTITION
+# (local:cpu: about 15 min on the 2-core dev machine, cold cache; see README).
+SYSTEM ?= local:cpu
+FEATURES ?= cpu
+OUT ?= hpc/references.toml
+hpc-references: setup
+	$(BIN)/python -m icoforge hpc-references $(SYSTEM) --features $(FEATURES) --out $(OUT)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

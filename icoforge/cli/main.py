@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "icoforge.cli.granule_cmd",  # greenline
     "icoforge.cli.tune_cmd",  # tune
     "icoforge.cli.references_cmd",  # stored GT4Py references: make, check
+    "icoforge.cli.hpc_cmd",  # hpc-references, hpc-trend (the ReFrame checks in hpc/)
 )
 
 

@@ -10,6 +10,7 @@ run-time arguments.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import statistics
 import time
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from icoforge.backend import gt4py_compat
+from icoforge.suite import faults
 from icoforge.suite.backends import get_backend
 from icoforge.suite.catalogue import ProgramInfo
 from icoforge.suite.inputs import copy_args, is_field, make_inputs, to_numpy
@@ -97,6 +99,19 @@ def _wait_for_compilation(program: Any) -> None:
 _compiled: dict[tuple, tuple[Any, Call]] = {}
 
 
+def _with_test_faults(prepare_fn: Callable[..., tuple[Call, float]]) -> Callable[..., tuple[Call, float]]:
+    """The call `prepare` returns, with the test-only faults of $ICOFORGE_TEST_FAULT
+    (icoforge.suite.faults) when it names this backend."""
+
+    @functools.wraps(prepare_fn)
+    def prepare(info: ProgramInfo, backend: BackendLike, *args: Any, **kwargs: Any) -> tuple[Call, float]:
+        call, compile_s = prepare_fn(info, backend, *args, **kwargs)
+        return faults.wrap(call, resolve_backend(backend)[0], tuple(info.outputs)), compile_s
+
+    return prepare
+
+
+@_with_test_faults
 def prepare(
     info: ProgramInfo,
     backend: BackendLike,
