@@ -149,7 +149,7 @@ class IcoforgeProgramCheck(IcoforgeCommand):
 
     @performance_function("ms")
     def median_per_call(self):
-        return self._row(3)
+        return self._row(2)
 
     @performance_function("s")
     def compile_time(self):

@@ -104,9 +104,9 @@ def fingerprint_for(grid: str, levels: int) -> str:
 
 
 def program_row_pattern(backend: str) -> str:
-    """The backend's row of `icoforge run`'s table: backend | compile s | first call ms | median ms | ..."""
-    num = r"\s*\S\s*([\d.]+)"
-    return rf"^\s*\S?\s*{re.escape(backend)}{num}{num}{num}"
+    """`icoforge run`'s plain line per backend, `BACKEND: compiled in 19.6 s, median 0.309 ms` (the
+    table may drop or wrap columns to fit the terminal; this line never changes shape)."""
+    return rf"^\s*{re.escape(backend)}: compiled in ([\d.]+) s, median ([\d.]+) ms"
 
 
 PROGRAM_VERIFIED = r"PASS max rel"
@@ -117,7 +117,7 @@ def program_values(stdout: str, backend: str) -> dict[str, float]:
     m = re.search(program_row_pattern(backend), stdout, re.MULTILINE)
     if not m:
         raise ValueError(f"no row of {backend} in the output")
-    return {"compile_time": float(m.group(1)), "median_per_call": float(m.group(3))}
+    return {"compile_time": float(m.group(1)), "median_per_call": float(m.group(2))}
 
 
 def program_verified(stdout: str) -> bool:

@@ -55,10 +55,7 @@ def test_checks_load_on_the_partitions_their_features_ask_for(tmp_path):
     "partition, features",
     [
         ("local:cpu", {"cpu"}),
-        pytest.param(
-            "h200:gpu", {"gpu"},
-            marks=pytest.mark.xfail(strict=True, reason="pending: the device command in README (ReFrame section) writes them"),
-        ),
+        ("h200:gpu", {"gpu"}),
     ],
 )  # fmt: skip
 def test_every_check_has_a_reference_on(partition, features):
