@@ -10,7 +10,7 @@ import sys
 
 from rich.console import Console
 
-from icoforge.cli import pymode
+from icoforge.cli import common_args, pymode
 from icoforge.console import StepProgress, make_console
 
 
@@ -71,13 +71,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="hold an exclusive flock on PATH (created if missing) during each backend's verification, timed "
         "and profiled steps, not during compiling: parallel runs (one backend each) measure one at a time",
     )  # fmt: skip
-    p.add_argument(
-        "--schedule", metavar="JSON|FILE",
-        help='schedule of the icoforge GPU backends (ProgramSchedule JSON or a file), e.g. \'{"fuse": ["*"]}\'; '
-        "sets $ICOFORGE_SCHEDULE; kernels it does not name keep the vendor default",
-    )  # fmt: skip
-    p.add_argument("--json", metavar="PATH", help="also write the full report as JSON ('-' for stdout, no tables)")
-    p.add_argument("--markdown", metavar="PATH", help="also write the report as Markdown (for benchmarks/)")
+    common_args.schedule(p)
+    common_args.report_files(p)
     _latest_arguments(p)
     p.set_defaults(func=cmd_greenline)
 
@@ -99,8 +94,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="[LABEL=]REPORT.json",
         help="reports written by greenline --json, optionally labelled",
     )
-    m.add_argument("--json", metavar="PATH", help="also write the merged report as JSON ('-' for stdout, no tables)")
-    m.add_argument("--markdown", metavar="PATH", help="also write the merged report as Markdown (for benchmarks/)")
+    common_args.report_files(m, "merged report")
     _latest_arguments(m)
     m.set_defaults(func=cmd_greenline_merge)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from icoforge.cli import common_args
 from icoforge.console import Col, StepProgress, fit_table, make_console
 from icoforge.errors import IcoforgeError
 from icoforge.suite.backends import backend_names
@@ -31,11 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--compare", nargs="+", default=[], metavar="BACKEND",
         help="more backends (same names as --backend): timed, and verified against --backend",
     )  # fmt: skip
-    p.add_argument(
-        "--schedule", metavar="JSON|FILE",
-        help='schedule of the icoforge GPU backends (ProgramSchedule JSON or a file), e.g. \'{"fuse": ["*"]}\'; '
-        "sets $ICOFORGE_SCHEDULE; kernels it does not name keep the vendor default",
-    )  # fmt: skip
+    common_args.schedule(p)
     p.add_argument("--repeat", type=int, default=10, help="timed calls per backend (default 10)")
     p.add_argument("--seed", type=int, help="seed of the random inputs (default 0; with --reference the store's)")
     p.add_argument(
