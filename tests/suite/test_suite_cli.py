@@ -40,7 +40,8 @@ def test_run_refuses_bad_arguments_in_one_line(argv, message, capsys):
 
 
 def _row(out: str, backend: str) -> list[str]:
-    line = next(line for line in out.splitlines() if re.match(rf"\W*{re.escape(backend)}\s", line))
+    # the table's row (a box-drawing or pipe border first), not the plain progress/verification lines
+    line = next(line for line in out.splitlines() if re.match(rf"\s*[│|]\s*{re.escape(backend)}\s", line))
     return [cell.strip() for cell in re.split(r"[│|]", line) if cell.strip()]
 
 

@@ -130,7 +130,13 @@ def test_emulated_search_verifies_times_and_combines(tiny_grid):
         assert set(r.kernels) == kernels and all(s.median > 0 for s in r.kernels.values())
     # the schedule handed out: the vendor default plus an override for each kernel that moved
     moved = {p.kernel: p.schedule for p in result.picks if p.best_id != "default"}
-    assert result.schedule.default == VENDOR_DEFAULTS["cuda"] and dict(result.schedule.per_kernel) == moved
+    assert result.schedule.default == VENDOR_DEFAULTS["cuda"]
+    # emulated times are noise: the picks together may come out slower as a whole call, and then
+    # the tuner hands out the plain default (and says so) -- either way, never a mix
+    if result.kept_default:
+        assert moved and result.tuned_whole_s >= result.default_whole_s and not result.schedule.per_kernel
+    else:
+        assert dict(result.schedule.per_kernel) == moved
     assert result.tuned_whole_s > 0 and result.default_whole_s > 0
 
     # independent check: the tuned schedule, built and run again, gives the CPU target's outputs
@@ -150,7 +156,9 @@ def test_emulated_search_verifies_times_and_combines(tiny_grid):
     call, _ = prepare(info, get_backend("icoforge-cpu"), tiny_grid, ref_args)
     call(ref_args)
     args = poisoned_inputs()
-    fn = load_emulated(gpu_artifact(pir, "cuda", result.schedule))
+    # the picks themselves, also when they were not handed out
+    picked = ProgramSchedule(default=VENDOR_DEFAULTS["cuda"], per_kernel=moved)
+    fn = load_emulated(gpu_artifact(pir, "cuda", picked))
     fn(*positional(pir, args), offset_provider=tiny_grid.connectivities)
     for o in outputs:
         assert np.isfinite(ref_args[o].ndarray).any()
