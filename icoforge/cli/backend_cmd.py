@@ -11,8 +11,8 @@ import platform
 import random
 
 from rich.console import Console
-from rich.progress import Progress
 
+from icoforge.console import StepProgress
 from icoforge.errors import IcoforgeError
 
 
@@ -49,11 +49,13 @@ def gpu_check(args) -> int:
     console = Console(stderr=True)
     names = _names(args)
     bad: list = []
-    with Progress(console=console, transient=True) as progress:
-        task = progress.add_task(f"GT4Py passes + compile, {len(names)} programs", total=None)
+    seen: set[str] = set()
+    with StepProgress(console) as step:  # a bar on a terminal, timed lines when piped
+        step(f"GT4Py passes + compile, {len(names)} programs", 0, len(names))
 
         def on_row(r):
-            progress.update(task, description=f"{r.program} ({r.compiler})")
+            seen.add(r.program)
+            step(f"compiled {r.program} ({r.compiler})", len(seen), len(names))
             if r.error or r.spill_stores or r.spill_loads:
                 bad.append(r)
 
@@ -80,15 +82,15 @@ def verify_all(args) -> int:
         raise IcoforgeError("--levels must be positive")
     results = {}
     cases = [(n, lv, random.randrange(1 << 16)) for lv in args.levels for n in names]  # a rerun keeps its seed
-    with Progress(console=Console(stderr=True)) as progress:
-        task = progress.add_task("verifying", total=len(cases))
+    with StepProgress(Console(stderr=True)) as step:
+        step("verifying", 0, len(cases))
         verify = functools.partial(_verify_case, args.grid, args.reference)
         for (n, lv, _), row in map_isolated(verify, cases, args.jobs):
             if isinstance(row, BaseException):  # verify_one reports its own errors: its worker died (or pickling)
                 detail = str(row) if isinstance(row, WorkerDied) else f"{type(row).__name__}: {row}"
                 row = VerifyRow(n, "ERROR", float("nan"), 0.0, detail)
             results[(n, lv)] = row
-            progress.update(task, advance=1, description=f"{row.status} {row.program}")
+            step(f"{row.status} {row.program}", len(results), len(cases))
             if args.out:  # the table so far: a long run that is cut off still leaves its results
                 pathlib.Path(args.out).write_text(_verify_table(args, results, len(cases)))
     text = _verify_table(args, results, len(cases))
