@@ -16,6 +16,7 @@ import subprocess
 from typing import Any
 
 from icoforge.errors import IcoforgeError
+from icoforge.granule.merge import python_optimized_modes, run_environments
 
 Data = dict[str, Any]
 FLOORS = ("kernel", "program", "substep")
@@ -27,12 +28,6 @@ def git_commit(root: pathlib.Path | None = None) -> str | None:
     except (OSError, subprocess.CalledProcessError):
         return None  # e.g. the device machine's copy of the tree has no .git
     return out.stdout.strip() or None
-
-
-def _environments(data: Data) -> list[Data]:
-    if data.get("merged_from"):
-        return [src.get("environment") or {} for src in data["merged_from"]]
-    return [data.get("environment") or {}]
 
 
 def _cold_compile_s(data: Data, b: Data) -> float | None:
@@ -58,8 +53,8 @@ def floors_from_roofline(path: str | pathlib.Path) -> dict[str, float]:
 
 def latest(data: Data, commit: str | None, floors_ms: dict[str, float] | None = None) -> Data:
     """The granule-latest record of a (merged) greenline report."""
-    envs = _environments(data)
-    optimized = {bool(e.get("python_optimized")) for e in envs if "python_optimized" in e}
+    envs = [env for _, env in run_environments(data)]
+    optimized = python_optimized_modes(data)
     backends = [b for b in data["backends"] if b.get("dycore_step_ms") is not None]
     if not backends:
         raise IcoforgeError("latest: the report has no backend with a timed dycore step")

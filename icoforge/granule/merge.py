@@ -40,6 +40,18 @@ SHARED_INPUTS: tuple[tuple[str, Callable[[Data], Any]], ...] = (
 )
 
 
+def run_environments(data: Data) -> list[tuple[str, Data]]:
+    """(backends, environment) of each run a report holds: one, or each merged run's."""
+    if data.get("merged_from"):
+        return [(", ".join(src["backends"]), src.get("environment") or {}) for src in data["merged_from"]]
+    return [(", ".join(b["backend"] for b in data["backends"]), data.get("environment") or {})]
+
+
+def python_optimized_modes(data: Data) -> set[bool]:
+    """Whether each run had Python optimized (-O); empty for reports that did not record it."""
+    return {bool(env["python_optimized"]) for _, env in run_environments(data) if "python_optimized" in env}
+
+
 def load_report(path: str | pathlib.Path) -> Data:
     """A report written by `greenline --json`; IcoforgeError if it is not one."""
     try:

@@ -19,6 +19,7 @@ from rich.text import Text
 
 from icoforge.console import Col, fit_table
 from icoforge.granule.greenline import GreenlineReport
+from icoforge.granule.merge import python_optimized_modes, run_environments
 from icoforge.granule.runner import SUBSTEP_MIX, VARIANTS
 from icoforge.granule.state import PROGNOSTIC_FIELDS
 
@@ -250,7 +251,7 @@ def idle_table(data: Data) -> TableSpec:
 
 def python_mode(data: Data) -> str:
     """How Python ran: GT4Py checks every call's arguments unless it runs optimized."""
-    modes = {bool(env.get("python_optimized")) for _, env in _environments(data) if "python_optimized" in env}
+    modes = python_optimized_modes(data)
     if not modes:
         return "not recorded (reports before 2026-12-01 ran without -O: GT4Py checked every call's arguments)"
     if modes == {True}:
@@ -336,12 +337,6 @@ def to_markdown(spec: TableSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _environments(data: Data) -> list[tuple[str, Data]]:
-    if data.get("merged_from"):
-        return [(", ".join(src["backends"]), src.get("environment") or {}) for src in data["merged_from"]]
-    return [(", ".join(b["backend"] for b in data["backends"]), data.get("environment") or {})]
-
-
 def _one_or_each(values: list[tuple[str, Any]]) -> str:
     """One value when all runs agree, else 'backend: value' for each run."""
     shown = [(label, "-" if v is None else str(v)) for label, v in values]
@@ -352,7 +347,7 @@ def _one_or_each(values: list[tuple[str, Any]]) -> str:
 
 def run_table(data: Data) -> TableSpec:
     """Inputs and environment (date, machine, versions) of the run(s)."""
-    envs = _environments(data)
+    envs = run_environments(data)
     opts, grid = data["options"], data["grid"]
     size = ", ".join(f"{grid[k]:,} {k}" for k in ("cells", "edges", "vertices") if k in grid)
     rows = [
