@@ -97,7 +97,11 @@ def _list_fusion_only() -> Iterator[None]:
 
 
 def early_transforms(
-    program: itir.Program, offset_provider: common.OffsetProvider, timer: Timer | None = None, gt4py_loop: bool = False
+    program: itir.Program,
+    offset_provider: common.OffsetProvider,
+    timer: Timer | None = None,
+    gt4py_loop: bool = False,
+    extract_temporaries: bool = False,
 ) -> itir.Program:
     """GTIR -> GTIR as the lowering needs it, without GT4Py's fusion loop (module docstring).
     `gt4py_loop=True` runs GT4Py's loop and CSE in their place instead: the same result as
@@ -128,6 +132,8 @@ def early_transforms(
     step("prune_empty_concat_where", prune_empty_concat_where.prune_empty_concat_where)
     step("RemoveBroadcast", remove_broadcast.RemoveBroadcast.apply)
     step("transform_to_as_fieldop", concat_where.transform_to_as_fieldop)
+    if not (gt4py_loop or extract_temporaries):
+        return ir  # nested field operators, lets, tuples: lowered by lower.py (lower_fields.py)
     if gt4py_loop:
         _gt4py_fusion_loop(step, op_type, uids)
     else:

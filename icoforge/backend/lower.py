@@ -42,8 +42,11 @@ from icoforge.errors import UnsupportedConstructError
 class ProgramLowering:
     """Lowers one `itir.Program` (after GT4Py's passes) to `ir.ProgramIR`."""
 
-    def __init__(self, program: itir.Program, arg_types: tuple[ts.TypeSpec, ...], offset_provider_type: dict):
+    def __init__(self, program: itir.Program, arg_types: tuple[ts.TypeSpec, ...], offset_provider_type: dict, early: bool = False):
         self.gtir = program
+        self.early = early  # early GTIR (gt4py_early.py): field-level expressions, lower_fields.py
+        self.pending: list[ir.Kernel] = []  # early GTIR: kernels storing what the kernel being lowered reads
+        self.new_temporaries: list[ir.Temporary] = []
         self.name = str(program.id)
         self.offset_provider_type = offset_provider_type
         self.function_defs = {str(fd.id): fd for fd in program.function_definitions}
@@ -187,7 +190,7 @@ class ProgramLowering:
         return ir.ProgramIR(
             name=self.name,
             params=tuple(self.params),
-            temporaries=tuple(temporaries),
+            temporaries=(*temporaries, *self.new_temporaries),
             tables=tuple(self.tables.values()),
             steps=steps,
             dim_kinds=tuple(self.dims.items()),
@@ -208,6 +211,10 @@ class ProgramLowering:
             if isinstance(s, itir.IfStmt):
                 cond = self.host_expr(s.cond)
                 out.append(ir.HostIf(cond, self.lower_stmts(s.true_branch), self.lower_stmts(s.false_branch)))
+            elif isinstance(s, itir.SetAt) and self.early:
+                from icoforge.backend import lower_fields
+
+                out.extend(lower_fields.lower_set_at(self, s))
             elif isinstance(s, itir.SetAt):
                 out.append(self.lower_set_at(s))
             else:
@@ -223,6 +230,30 @@ class ProgramLowering:
             if isinstance(tup, itir.SymRef) and str(tup.id) in self.tuple_fields and isinstance(idx, itir.Literal):
                 return self.tuple_fields[str(tup.id)][int(idx.value)]
         return None
+
+    def next_kernel_name(self) -> str:
+        return f"{self.short_name}_k{next(self.kernel_count)}"
+
+    def new_temporary(self, domain: ir.Domain, dtype: str) -> FieldArg:
+        """A temporary over `domain` (early GTIR: a field operator stored by lower_fields.store)."""
+        vdim = next((d for d, k in self.dims.items() if k == "vertical"), "K")
+        dims = tuple(d for d in (domain.hdim, vdim if domain.k_start is not None else None) if d)
+        t = ir.Temporary(f"__tmp_{len(self.new_temporaries)}", dims, dtype, domain)
+        self.new_temporaries.append(t)
+        self.fields[t.name] = FieldArg(t.name, t.dims, t.dtype)
+        return self.fields[t.name]
+
+    def targets_of(self, node: itir.Expr) -> list[FieldArg]:
+        return self._targets(node)
+
+    def iterator_at_domain(self, arg: ArgValue, domain: ir.Domain) -> Iterator:
+        return self._iterator_at_domain(arg, domain)
+
+    def store_values(self, sl: StencilLowering, targets: list[FieldArg], value: Value, kname: str) -> None:
+        self._store(sl, targets, value, kname)
+
+    def lower_scan(self, name, sl: StencilLowering, scan: itir.FunCall, its, targets, domain) -> ir.Kernel:
+        return self._lower_scan(name, sl, scan, its, targets, domain)
 
     def _targets(self, node: itir.Expr) -> list[FieldArg]:
         if isinstance(node, itir.SymRef) and str(node.id) in self.tuple_fields:
@@ -299,6 +330,8 @@ class ProgramLowering:
             raise sl.fail("scan state changes shape")
         # outputs are written from the new state before it is carried on
         new_vars = [sl.bind("next", sl.scalar(v)) for v in flat_new]
+        if callable(targets):  # early GTIR: temporaries typed by the scan's values
+            targets = targets(new_vars)
         self._store(sl, targets, _unflatten(new_state, iter(new_vars)), name)
         for var, nv in zip(state_vars, new_vars):
             sl.emit(ir.Let(var, nv, declared=True))
@@ -348,5 +381,5 @@ def short_program_name(name: str) -> str:
     return "_".join(words)[:40].rstrip("_")
 
 
-def lower_program(program: itir.Program, arg_types, offset_provider_type) -> ir.ProgramIR:
-    return ProgramLowering(program, tuple(arg_types), dict(offset_provider_type)).lower()
+def lower_program(program: itir.Program, arg_types, offset_provider_type, early: bool = False) -> ir.ProgramIR:
+    return ProgramLowering(program, tuple(arg_types), dict(offset_provider_type), early).lower()

@@ -4,7 +4,7 @@ compile-time values (lower_values.py), field data as kernel-IR expressions and s
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from gt4py.next import common
@@ -14,6 +14,13 @@ from icoforge.backend import ir
 from icoforge.backend.dtypes import DTYPES
 from icoforge.backend.lower_values import (
     ScalarArg,
+    HostArg,
+    LazyArg,
+    ConstList,
+    MapV,
+    ReduceV,
+    Thunk,
+    force,
     TupleArg,
     IndexArg,
     Iterator,
@@ -40,6 +47,7 @@ if TYPE_CHECKING:
 @dataclass
 class _Block:
     stmts: list
+    memo: dict = field(default_factory=dict)  # values computed in this block (early GTIR: lazy fields read)
 
 
 class StencilLowering:
@@ -51,6 +59,29 @@ class StencilLowering:
         self.blocks: list[_Block] = [_Block([])]
         self.counter = itertools.count()
         self.kernel_args: list[tuple[ir.Param, ir.Expr]] = []
+        self.host_args: dict[str, ir.Param] = {}  # HostArg expression -> its kernel argument
+        self.center: tuple = ()  # the kernel's own point (early GTIR: lazy fields read there are recomputed)
+
+    def recall(self, key) -> Value | None:
+        """A value computed under `key` in this block or an enclosing one."""
+        for blk in reversed(self.blocks):
+            if key in blk.memo:
+                return blk.memo[key]
+        return None
+
+    def remember(self, key, value: Value) -> None:
+        self.blocks[-1].memo[key] = value
+
+    def host_param(self, expr: ir.Expr) -> ir.Expr:
+        """A host scalar expression as a kernel argument (one per distinct expression)."""
+        if isinstance(expr, (ir.Param, ir.Const)):
+            return expr
+        key = str(expr)
+        if key not in self.host_args:
+            p = ir.Param(f"a{len(self.kernel_args)}", expr.dtype)
+            self.kernel_args.append((p, expr))
+            self.host_args[key] = p
+        return self.host_args[key]
 
     # -- statement emission ---------------------------------------------------------------
     def emit(self, s: ir.Stmt) -> None:
@@ -116,7 +147,52 @@ class StencilLowering:
         if fn == Builtin("deref") and len(args) == 1:
             # `as_fieldop(deref, domain)(x)`: a scalar broadcast into a field (or a plain copy)
             return self.deref(args[0])
+        if isinstance(fn, ReduceV):
+            return self.reduce(fn, args)
+        if isinstance(fn, MapV):
+            return self.map_list(fn, args)
+        if isinstance(fn, Builtin):
+            return self.builtin_values(fn.name, [force(a) for a in args])
         raise self.fail(f"call of {fn}")
+
+    # -- neighbour lists (early GTIR: reductions not unrolled by GT4Py) ----------------------
+    def _lists(self, args: list[Value]) -> tuple[int, tuple | None]:
+        n, valid = None, None
+        for a in args:
+            if isinstance(a, ListV):
+                n = len(a.items) if n is None else n
+                if len(a.items) != n:
+                    raise self.fail("lists of different lengths")
+                valid = valid if valid is not None else a.valid
+            elif not isinstance(a, ConstList):
+                raise self.fail(f"list operation on {type(a).__name__}")
+        if n is None:
+            raise self.fail("list operation over constant lists only")
+        return n, valid
+
+    @staticmethod
+    def _item(a: Value, j: int) -> Value:
+        return a.value if isinstance(a, ConstList) else force(a.items[j])
+
+    def map_list(self, fn: MapV, args: list[Value]) -> ListV:
+        n, valid = self._lists(args)
+        items = tuple(Thunk(lambda j=j: self.apply(fn.fun, [self._item(a, j) for a in args])) for j in range(n))
+        return ListV(items, valid)
+
+    def reduce(self, fn: ReduceV, args: list[Value]) -> Value:
+        """GT4Py's UnrollReduce: `fun(acc, items...)` for each local index in order; where the
+        neighbour may be missing (skip values) only if it exists (`can_deref`)."""
+        n, valid = self._lists(args)
+        acc = fn.init
+        for j in range(n):
+            step = lambda acc=acc, j=j: self.apply(fn.fun, [acc, *(self._item(a, j) for a in args)])  # noqa: E731
+            cond = ir.Const(True, "bool") if valid is None else self.scalar(valid[j])
+            if isinstance(cond, ir.Const):
+                acc = step() if cond.value else acc
+                continue
+            t_stmts, t_val = self.in_block(step)
+            acc = self._merge(cond, t_stmts, t_val, (), acc)
+        return acc
 
     def call(self, node: itir.FunCall, env: dict) -> Value:
         fun = node.fun
@@ -180,6 +256,12 @@ class StencilLowering:
     def _deref_arg(self, arg: ArgValue, it: Iterator) -> Value:
         if isinstance(arg, ScalarArg):
             return arg.param
+        if isinstance(arg, HostArg):
+            return self.host_param(arg.expr)
+        if isinstance(arg, LazyArg):
+            from icoforge.backend import lower_fields
+
+            return lower_fields.deref_lazy(self, arg, it)
         if isinstance(arg, TupleArg):
             return TupleV(tuple(self._deref_arg(a, it) for a in arg.items))
         pos = dict(it.pos)
@@ -219,7 +301,23 @@ class StencilLowering:
                 raise self.fail(f"get_domain_range({field}, {axis})")
             pos = fa.dims.index(axis.value)
             return TupleV(tuple(ir.FieldBound(fa.name, axis.value, pos, stop) for stop in (False, True)))
-        args = [self.eval(a, env) for a in node.args]
+        if name == "index":
+            (dim,) = node.args
+            if not isinstance(dim, itir.AxisLiteral):
+                raise self.fail("index() of a non-axis")
+            kind = self.program.dim_kind(dim.value)
+            return ir.KIndex() if kind == "vertical" else ir.HIndex()
+        return self.builtin_values(name, [self.eval(a, env) for a in node.args])
+
+    def builtin_values(self, name: str, args: list[Value]) -> Value:
+        if name == "if_":
+            return self._merge(self.scalar(args[0]), (), args[1], (), args[2])
+        if name == "reduce":
+            return ReduceV(*args)
+        if name in ("map_", "map_list"):
+            return MapV(args[0])
+        if name == "make_const_list":
+            return ConstList(args[0])
         if name == "deref":
             return self.deref(args[0])
         if name == "can_deref":
@@ -241,12 +339,13 @@ class StencilLowering:
             i = idx.value if isinstance(idx, (Offset, ir.Const)) else None
             if not isinstance(i, int):
                 raise self.fail("list_get with a non-constant index")
-            return lst.items[i]
+            return force(lst.items[i])
         if name == "neighbors":
             off, it = args
             conn = self.program.offset_type(off.value)
+            shifted = [self.shift(it, [off, Offset(j)]) for j in range(conn.max_neighbors)]
             return ListV(
-                tuple(self.deref(self.shift(it, [off, Offset(j)])) for j in range(conn.max_neighbors))
+                tuple(Thunk(lambda s=s: self.deref(s)) for s in shifted), tuple(all_of(s.valid) for s in shifted)
             )
         if name == "cast_":
             value, ty = args
@@ -254,12 +353,6 @@ class StencilLowering:
             if target is None:
                 raise self.fail(f"cast_ to {ty}")
             return self.scalar(value) if value.dtype == target else ir.Cast(self.scalar(value), target)
-        if name == "index":
-            (dim,) = node.args
-            if not isinstance(dim, itir.AxisLiteral):
-                raise self.fail("index() of a non-axis")
-            kind = self.program.dim_kind(dim.value)
-            return ir.KIndex() if kind == "vertical" else ir.HIndex()
         if name in ir.BINARY_OPS:
             a, b = (self.scalar(x) for x in args)
             return binary(name, a, b)

@@ -47,7 +47,36 @@ class IndexArg:
     dim: str
 
 
-ArgValue = Union[FieldArg, ScalarArg, TupleArg, IndexArg]
+@dataclass(frozen=True)
+class HostArg:
+    """A host scalar expression (early GTIR: bound before the kernel that reads it is known); each
+    kernel that dereferences it gets it as a kernel argument of its own."""
+
+    expr: ir.Expr
+
+
+@dataclass(eq=False)
+class LazyField:
+    """A field operator of the early GTIR not stored yet (lower_fields.py): recomputed where it is
+    read, or stored into temporaries (`stored`) the first time it is read where it cannot be."""
+
+    stencil: itir.Expr
+    args: tuple["ArgValue", ...]
+    domain: itir.Expr | None
+    what: str  # for messages
+    stored: Any = None  # FieldArg / TupleArg of temporaries once stored
+    is_list: bool = False  # its values are neighbour lists: never stored
+
+
+@dataclass(frozen=True)
+class LazyArg:
+    """Element `proj` of a (tuple-valued) LazyField."""
+
+    base: LazyField
+    proj: tuple[int, ...] = ()
+
+
+ArgValue = Union[FieldArg, ScalarArg, TupleArg, IndexArg, HostArg, LazyArg]
 
 
 @dataclass(frozen=True)
@@ -96,9 +125,48 @@ class TupleV:
 
 @dataclass(frozen=True)
 class ListV:
-    """A neighbour list (a sparse field's row, or `neighbors(...)`): one value per local index."""
+    """A neighbour list (a sparse field's row, or `neighbors(...)`): one value per local index.
+    An item may be a `Thunk` (computed where it is used: inside the branch that checks `valid`);
+    `valid` (early GTIR only): per item, the neighbour exists (`can_deref`), None: unknown."""
 
     items: tuple[Any, ...]
+    valid: tuple[Any, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Thunk:
+    """A list item computed when it is used (`force`)."""
+
+    fn: Any
+
+    def force(self) -> Any:
+        return self.fn()
+
+
+def force(v: Any) -> Any:
+    return v.force() if isinstance(v, Thunk) else v
+
+
+@dataclass(frozen=True)
+class ReduceV:
+    """`reduce(fun, init)` before it is applied to lists."""
+
+    fun: Any
+    init: Any
+
+
+@dataclass(frozen=True)
+class MapV:
+    """`map_(fun)` / `map_list(fun)` before it is applied to lists."""
+
+    fun: Any
+
+
+@dataclass(frozen=True)
+class ConstList:
+    """`make_const_list(x)`: x for every local index."""
+
+    value: Any
 
 
 Value = Any  # ir.Expr | Iterator | Closure | Builtin | Offset | CartShift | TupleV | ListV

@@ -59,10 +59,13 @@ def yield_to_main_process() -> None:
 def gt4py_passes(program: itir.Program, offset_provider: common.OffsetProvider) -> itir.Program:
     """GT4Py's own transformations, configured as its gtfn backend configures them, by default
     with GT4Py's tree machinery sped up while they run (`gt4py_speedups`: the same result, about
-    1.8x faster); ICOFORGE_FAST_PASSES=0, or a GT4Py other than the one checked, runs them plain."""
-    from icoforge.backend import gt4py_speedups
+    1.8x faster); ICOFORGE_FAST_PASSES=0, or a GT4Py other than the one checked, runs them plain.
+    ICOFORGE_EARLY_GTIR=1: stopped before GT4Py's fusion loop (gt4py_early.py)."""
+    from icoforge.backend import gt4py_early, gt4py_speedups
 
     def run() -> itir.Program:
+        if settings.current().early_gtir:
+            return gt4py_early.early_transforms(program, offset_provider)
         return pass_manager.apply_common_transforms(
             program, extract_temporaries=True, unroll_reduce=True, offset_provider=offset_provider
         )
@@ -91,7 +94,8 @@ def passes_key(inp: definitions.CompilableProgramDef) -> str:
     sizes = sorted((k, tuple(getattr(v, "shape", ()))) for k, v in inp.args.offset_provider.items())
     parts = [
         gtir.lenient_ir_fingerprinter(program), params, repr(inp.args.column_axis),
-        repr(sorted((k, repr(v)) for k, v in op_type.items())), repr(sizes), gt4py.__version__, "passes-v2",
+        repr(sorted((k, repr(v)) for k, v in op_type.items())), repr(sizes), gt4py.__version__,
+        "early-v1" if settings.current().early_gtir else "passes-v2",
     ]  # fmt: skip
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
@@ -118,7 +122,8 @@ def translate(inp: definitions.CompilableProgramDef, use_cache: bool = True) -> 
 
 def lower_gtir(inp: definitions.CompilableProgramDef, transformed: itir.Program) -> ir.ProgramIR:
     """GTIR after GT4Py's passes -> kernel IR, before icoforge's passes (pipeline.py)."""
-    return lower.lower_program(transformed, inp.args.args, common.offset_provider_to_type(inp.args.offset_provider))
+    op_type = common.offset_provider_to_type(inp.args.offset_provider)
+    return lower.lower_program(transformed, inp.args.args, op_type, early=settings.current().early_gtir)
 
 
 def _trace_translation(trace_dir: str, inp: definitions.CompilableProgramDef, hit: bool, passes_s: float, lower_s: float) -> None:

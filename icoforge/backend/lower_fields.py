@@ -1,0 +1,274 @@
+"""Field-level expressions of the early GTIR (gt4py_early.py: GT4Py's passes stopped before their
+fusion loop and temporaries extraction) -> kernels.
+
+A statement there is `targets @ domains <- expr` where `expr` nests field operators
+(`as_fieldop(stencil, domain)(args)` whose arguments are field operators again), `let`-bound
+fields, tuples of fields, `tuple_get`, `if_` on a host condition and scans. Each field operator
+becomes a `LazyField` (lower_values.py); where a kernel reads it, one of two things happens:
+
+* compute_inline: its stencil is evaluated at the read position, in the reading kernel. Always for
+  fields of neighbour lists (never stored, as in GT4Py), for single-argument field operators
+  (GT4Py's FuseAsFieldOp inlines those too: casts, shifts), and at the kernel's own point (no
+  shift: recomputing costs no memory traffic). A value read twice at the same point in one block
+  is computed once (`StencilLowering.recall`).
+* compute_root: read elsewhere (shifted, through a neighbour table), it is stored once, by a
+  kernel of its own over its inferred domain into temporaries, before the kernel that reads it;
+  every later read loads the temporary. Scans are always stored.
+
+This reproduces GT4Py's fusion choices (FuseAsFieldOp's `_arg_inline_predicate`) per read instead
+of per argument, so no kernel here moves more bytes than GT4Py's fused kernel; what is stored can
+still be recomputed by icoforge's own pass with the byte cost model (inline.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gt4py.next.iterator import ir as itir
+from gt4py.next.iterator.ir_utils import common_pattern_matcher as cpm, ir_makers as im
+
+from icoforge.backend import ir
+from icoforge.backend.lower_values import (
+    ArgValue,
+    FieldArg,
+    HostArg,
+    IndexArg,
+    Iterator,
+    LazyArg,
+    LazyField,
+    ListV,
+    ScalarArg,
+    TupleArg,
+    TupleV,
+    Value,
+    dtype_of,
+)
+from icoforge.errors import UnsupportedConstructError
+
+if TYPE_CHECKING:
+    from icoforge.backend.lower import ProgramLowering
+    from icoforge.backend.lower_stencil import StencilLowering
+
+_IF_STENCIL = im.lambda_("c", "a", "b")(im.if_(im.deref("c"), im.deref("a"), im.deref("b")))
+
+
+def _call_name(node: itir.Expr) -> str | None:
+    return str(node.fun.id) if isinstance(node, itir.FunCall) and isinstance(node.fun, itir.SymRef) else None
+
+
+def field_value(pl: "ProgramLowering", node: itir.Expr, env: dict) -> ArgValue:
+    """A field-level expression as an argument value; field operators stay lazy (module doc)."""
+    if isinstance(node, itir.SymRef) and str(node.id) in env:
+        return env[str(node.id)]
+    if cpm.is_applied_as_fieldop(node):
+        stencil, domain = node.fun.args[0], (node.fun.args[1] if len(node.fun.args) > 1 else None)
+        args = tuple(field_value(pl, a, env) for a in node.args)
+        base = LazyField(stencil, args, domain, f"as_fieldop in {pl.name}")
+        if cpm.is_call_to(stencil, "scan"):
+            return store(pl, base)
+        return LazyArg(base)
+    if cpm.is_let(node):
+        inner = dict(env)
+        for p, a in zip(node.fun.params, node.args, strict=True):
+            inner[str(p.id)] = field_value(pl, a, env)
+        return field_value(pl, node.fun.expr, inner)
+    name = _call_name(node)
+    if name == "make_tuple":
+        return TupleArg(tuple(field_value(pl, a, env) for a in node.args))
+    if name == "tuple_get":
+        idx, tup = node.args
+        v = field_value(pl, tup, env)
+        if isinstance(v, TupleArg):
+            return v.items[int(idx.value)]
+        if isinstance(v, LazyArg):
+            return LazyArg(v.base, (*v.proj, int(idx.value)))
+        raise UnsupportedConstructError(f"program {pl.name!r}: tuple_get of {v}")
+    if name == "if_":
+        cond, a, b = node.args
+        branches = (field_value(pl, a, env), field_value(pl, b, env))
+        domain = next((v.base.domain for v in branches if isinstance(v, LazyArg) and v.base.domain is not None), None)
+        return LazyArg(LazyField(_IF_STENCIL, (HostArg(pl.host_expr(cond)), *branches), domain, f"if_ in {pl.name}"))
+    if name == "index":
+        return IndexArg(node.args[0].value)
+    if isinstance(node, itir.SymRef) and (str(node.id) in pl.fields or str(node.id) in pl.tuple_fields):
+        return pl.arg_value(node, None)
+    value = pl.host_expr(node)
+    return ScalarArg(value) if isinstance(value, (ir.Param, ir.Const)) else HostArg(value)
+
+
+def _project(v: Value, proj: tuple[int, ...]) -> Value:
+    for i in proj:
+        if not isinstance(v, TupleV):
+            raise UnsupportedConstructError(f"tuple_get {i} of a non-tuple field value")
+        v = v.items[i]
+    return v
+
+
+def _stored_item(stored: ArgValue, proj: tuple[int, ...]) -> ArgValue:
+    for i in proj:
+        stored = stored.items[i]
+    return stored
+
+
+def deref_lazy(sl: "StencilLowering", arg: LazyArg, it: Iterator) -> Value:
+    """The value of a lazy field at `it`: recomputed or loaded from its temporaries (module doc)."""
+    base = arg.base
+    if base.stored is not None:
+        return sl._deref_arg(_stored_item(base.stored, arg.proj), it)
+    inline = base.is_list or len(base.args) <= 1 or it.pos == sl.center
+    if not inline:
+        if store(sl.program, base, missing_ok=True) is not None:
+            return sl._deref_arg(_stored_item(base.stored, arg.proj), it)
+    key = (id(base), str(it.pos), str(it.valid))
+    value = sl.recall(key)
+    if value is None:
+        value = sl.apply(sl.eval(base.stencil, {}), [Iterator(a, it.pos, it.valid) for a in base.args])
+        value = _bind_scalars(sl, value)
+        if not _has_list(value):
+            sl.remember(key, value)
+    return _project(value, arg.proj)
+
+
+def _bind_scalars(sl: "StencilLowering", v: Value) -> Value:
+    if isinstance(v, TupleV):
+        return TupleV(tuple(_bind_scalars(sl, x) for x in v.items))
+    return sl.bind("f", v) if isinstance(v, ir.Expr) else v
+
+
+def _has_list(v: Value) -> bool:
+    return isinstance(v, ListV) or (isinstance(v, TupleV) and any(_has_list(x) for x in v.items))
+
+
+def store(pl: "ProgramLowering", base: LazyField, missing_ok: bool = False) -> ArgValue | None:
+    """compute_root: a kernel over the field operator's domain stores it into new temporaries
+    (one per tuple element), placed before the kernel being lowered. None (with `missing_ok`)
+    where it cannot be stored: neighbour lists, or no domain known."""
+    if base.stored is not None:
+        return base.stored
+    if base.is_list or base.domain is None:
+        if missing_ok:
+            return None
+        raise UnsupportedConstructError(f"{base.what}: a field without a domain cannot be stored")
+    from icoforge.backend.lower_stencil import StencilLowering
+
+    domain = pl.domain(base.domain)
+    name = pl.next_kernel_name()
+    sl = StencilLowering(pl, f"kernel {name} (stored field operator)")
+    its = [pl.iterator_at_domain(a, domain) for a in base.args]
+    sl.center = pl.iterator_at_domain(IndexArg("?"), domain).pos
+    if cpm.is_call_to(base.stencil, "scan"):
+        temps: list[FieldArg] = []
+
+        def make_targets(flat: list) -> list[FieldArg]:
+            temps.extend(pl.new_temporary(domain, sl.scalar(v).dtype) for v in flat)
+            return temps
+
+        kernel = pl.lower_scan(name, sl, base.stencil, its, make_targets, domain)
+        pl.pending.append(kernel)
+        base.stored = temps[0] if len(temps) == 1 else TupleArg(tuple(temps))
+        return base.stored
+    else:
+        value = sl.apply(sl.eval(base.stencil, {}), its)
+        if _has_list(value):
+            base.is_list = True
+            if missing_ok:
+                return None
+            raise UnsupportedConstructError(f"{base.what}: a field of neighbour lists cannot be stored")
+        temps = _temporaries_like(pl, value, domain, base)
+        pl.store_values(sl, temps, value, name)
+        kernel = ir.Kernel(name, domain, tuple(sl.blocks[0].stmts), tuple(sl.kernel_args))
+    pl.pending.append(kernel)
+    base.stored = _as_arg(temps, value)
+    return base.stored
+
+
+def _temporaries_like(pl: "ProgramLowering", value: Value, domain: ir.Domain, base: LazyField) -> list[FieldArg]:
+    return [pl.new_temporary(domain, _dtype(x)) for x in _flatten_value(value)]
+
+
+def _dtype(v: Value) -> str:
+    if isinstance(v, ir.Expr):
+        return v.dtype
+    raise UnsupportedConstructError(f"cannot store a {type(v).__name__}")
+
+
+def _as_arg(temps: list[FieldArg], value: Value) -> ArgValue:
+    """The temporaries in the tuple shape of the stored value."""
+    flat = iter(temps)
+
+    def shape(v: Value) -> ArgValue:
+        return TupleArg(tuple(shape(x) for x in v.items)) if isinstance(v, TupleV) else next(flat)
+
+    return shape(value)
+
+
+def lower_set_at(pl: "ProgramLowering", s: itir.SetAt) -> list[ir.Step]:
+    """One statement of the early GTIR: the kernels that store what it reads elsewhere, then one
+    kernel per distinct target domain."""
+    if _call_name(s.expr) == "if_" and not _is_field_cond(s.expr):
+        cond, a, b = s.expr.args
+        t = pl.lower_stmts([itir.SetAt(expr=a, domain=s.domain, target=s.target)])
+        f = pl.lower_stmts([itir.SetAt(expr=b, domain=s.domain, target=s.target)])
+        return [ir.HostIf(pl.host_expr(cond), t, f)]
+    targets = pl.targets_of(s.target)
+    pl.pending = []
+    value = field_value(pl, s.expr, {})
+    values = _flat_args(value)
+    domains = _flat_domains(s.domain, len(targets))
+    if len({str(d) for d in domains}) == 1:  # one kernel (a tuple-valued operator's elements too)
+        groups = {"": (list(range(len(targets))), values)}
+    elif len(values) == len(targets):
+        groups = {}
+        for i, d in enumerate(domains):
+            groups.setdefault(str(d), ([], []))
+            groups[str(d)][0].append(i)
+            groups[str(d)][1].append(values[i])
+    else:
+        raise UnsupportedConstructError(f"program {pl.name!r}: {len(values)} values for {len(targets)} targets on several domains")
+    steps: list[ir.Step] = list(pl.pending)
+    pl.pending = []
+    for idx, vals in groups.values():
+        kernel = _write_kernel(pl, [targets[i] for i in idx], vals, domains[idx[0]], s)
+        steps.extend(pl.pending)
+        pl.pending = []
+        steps.append(kernel)
+    return steps
+
+
+def _is_field_cond(node: itir.FunCall) -> bool:
+    return False  # an `if_` at statement level has a host condition (field conditions are in stencils)
+
+
+def _flat_args(v: ArgValue) -> list[ArgValue]:
+    if isinstance(v, TupleArg):
+        return [x for item in v.items for x in _flat_args(item)]
+    return [v]  # a tuple-valued lazy field gives all its elements when read
+
+
+def _flat_domains(node: itir.Expr, n: int) -> list[itir.Expr]:
+    if _call_name(node) == "make_tuple":
+        return [d for a in node.args for d in _flat_domains(a, 1 if _call_name(a) != "make_tuple" else len(a.args))]
+    return [node] * n
+
+
+def _write_kernel(pl: "ProgramLowering", targets: list[FieldArg], values: list[ArgValue], domain_node, s) -> ir.Kernel:
+    from icoforge.backend.lower_stencil import StencilLowering
+
+    domain = pl.domain(domain_node)
+    name = pl.next_kernel_name()
+    sl = StencilLowering(pl, f"kernel {name} (target {s.target})")
+    sl.center = pl.iterator_at_domain(IndexArg("?"), domain).pos
+    out = []
+    for v in values:
+        got = sl.deref(pl.iterator_at_domain(v, domain))
+        out.extend(_flatten_value(got))
+    if len(out) != len(targets):
+        raise sl.fail(f"{len(out)} values for {len(targets)} targets")
+    pl.store_values(sl, targets, TupleV(tuple(out)) if len(out) > 1 else out[0], name)
+    return ir.Kernel(name, domain, tuple(sl.blocks[0].stmts), tuple(sl.kernel_args))
+
+
+def _flatten_value(v: Value) -> list:
+    if isinstance(v, TupleV):
+        return [x for item in v.items for x in _flatten_value(item)]
+    return [v]
