@@ -134,10 +134,11 @@ class ProgramLowering:
         return self.tables[tag]
 
     # -- host expressions -------------------------------------------------------------------
-    def host_expr(self, node: itir.Expr) -> ir.Expr:
-        """Domain bounds, host conditions and scalar stencil arguments: over program scalars only."""
+    def host_expr(self, node: itir.Expr, bindings: dict | None = None) -> ir.Expr:
+        """Domain bounds, host conditions and scalar stencil arguments: over program scalars (and
+        `bindings`: let-bound host scalars of the early GTIR) only."""
         sl = StencilLowering(self, "host expression")
-        env: dict = dict(self.scalars)
+        env: dict = {**self.scalars, **(bindings or {})}
         v = sl.eval(node, env)
         if sl.blocks[0].stmts:
             # host expressions with lets: substitute (they are tiny) by evaluating without binding

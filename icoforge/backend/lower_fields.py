@@ -87,13 +87,25 @@ def field_value(pl: "ProgramLowering", node: itir.Expr, env: dict) -> ArgValue:
         cond, a, b = node.args
         branches = (field_value(pl, a, env), field_value(pl, b, env))
         domain = next((v.base.domain for v in branches if isinstance(v, LazyArg) and v.base.domain is not None), None)
-        return LazyArg(LazyField(_IF_STENCIL, (HostArg(pl.host_expr(cond)), *branches), domain, f"if_ in {pl.name}"))
+        c = pl.host_expr(cond, _host_bindings(env))
+        return LazyArg(LazyField(_IF_STENCIL, (HostArg(c), *branches), domain, f"if_ in {pl.name}"))
     if name == "index":
         return IndexArg(node.args[0].value)
     if isinstance(node, itir.SymRef) and (str(node.id) in pl.fields or str(node.id) in pl.tuple_fields):
         return pl.arg_value(node, None)
-    value = pl.host_expr(node)
+    value = pl.host_expr(node, _host_bindings(env))
     return ScalarArg(value) if isinstance(value, (ir.Param, ir.Const)) else HostArg(value)
+
+
+def _host_bindings(env: dict) -> dict:
+    """The let-bound host scalars among `env`, as host expressions."""
+    out = {}
+    for k, v in env.items():
+        if isinstance(v, ScalarArg):
+            out[k] = v.param
+        elif isinstance(v, HostArg):
+            out[k] = v.expr
+    return out
 
 
 def _project(v: Value, proj: tuple[int, ...]) -> Value:
@@ -209,7 +221,7 @@ def lower_set_at(pl: "ProgramLowering", s: itir.SetAt) -> list[ir.Step]:
         cond, a, b = s.expr.args
         t = pl.lower_stmts([itir.SetAt(expr=a, domain=s.domain, target=s.target)])
         f = pl.lower_stmts([itir.SetAt(expr=b, domain=s.domain, target=s.target)])
-        return [ir.HostIf(pl.host_expr(cond), t, f)]
+        return [ir.HostIf(pl.host_expr(cond), t, f)]  # lets never span statements
     targets = pl.targets_of(s.target)
     pl.pending = []
     value = field_value(pl, s.expr, {})
