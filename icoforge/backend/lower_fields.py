@@ -135,9 +135,11 @@ def deref_lazy(sl: "StencilLowering", arg: LazyArg, it: Iterator) -> Value:
     value = sl.recall(key)
     if value is None:
         value = sl.apply(sl.eval(base.stencil, {}), [Iterator(a, it.pos, it.valid) for a in base.args])
-        value = _bind_scalars(sl, value)
         if not _has_list(value):
             sl.remember(key, value)
+    elif not isinstance(value, ir.Var):  # read again: named from here on (the C++ compiler merges the first)
+        value = _bind_scalars(sl, value)
+        sl.remember(key, value)
     return _project(value, arg.proj)
 
 
