@@ -131,6 +131,7 @@ def deref_lazy(sl: "StencilLowering", arg: LazyArg, it: Iterator) -> Value:
     if not inline:
         if store(sl.program, base, missing_ok=True) is not None:
             return sl._deref_arg(_stored_item(base.stored, arg.proj), it)
+    sl.inlined.append(base)
     key = (id(base), str(it.pos), str(it.valid))
     value = sl.recall(key)
     if value is None:
@@ -163,26 +164,25 @@ def store(pl: "ProgramLowering", base: LazyField, missing_ok: bool = False) -> A
         if missing_ok:
             return None
         raise UnsupportedConstructError(f"{base.what}: a field without a domain cannot be stored")
-    from icoforge.backend.lower_stencil import StencilLowering
-
     domain = pl.domain(base.domain)
     name = pl.next_kernel_name()
-    sl = StencilLowering(pl, f"kernel {name} (stored field operator)")
     its = [pl.iterator_at_domain(a, domain) for a in base.args]
-    sl.center = pl.iterator_at_domain(IndexArg("?"), domain).pos
     if cpm.is_call_to(base.stencil, "scan"):
         temps: list[FieldArg] = []
 
         def make_targets(flat: list) -> list[FieldArg]:
-            temps.extend(pl.new_temporary(domain, sl.scalar(v).dtype) for v in flat)
+            if not temps:
+                temps.extend(pl.new_temporary(domain, v.dtype) for v in flat)
             return temps
 
-        kernel = pl.lower_scan(name, sl, base.stencil, its, make_targets, domain)
-        pl.pending.append(kernel)
+        def scan_kernel(sl: "StencilLowering") -> ir.Kernel:
+            return pl.lower_scan(name, sl, base.stencil, its, make_targets, domain)
+
+        pl.pending.append(_lowered(pl, name, domain, "stored scan", scan_kernel)[1])
         base.stored = temps[0] if len(temps) == 1 else TupleArg(tuple(temps))
         return base.stored
     else:
-        value = sl.apply(sl.eval(base.stencil, {}), its)
+        sl, value = _lowered(pl, name, domain, "stored field operator", lambda sl: sl.apply(sl.eval(base.stencil, {}), its))
         if _has_list(value):
             base.is_list = True
             if missing_ok:
@@ -265,17 +265,30 @@ def _flat_domains(node: itir.Expr, n: int) -> list[itir.Expr]:
     return [node] * n
 
 
-def _write_kernel(pl: "ProgramLowering", targets: list[FieldArg], values: list[ArgValue], domain_node, s) -> ir.Kernel:
+def _lowered(pl: "ProgramLowering", name: str, domain: ir.Domain, what: str, body):
+    """(StencilLowering, body(sl)) for a kernel over `domain`. A field recomputed in it that got
+    stored meanwhile (read elsewhere, shifted, later in the same kernel) is loaded instead: the
+    kernel is lowered again (GT4Py does the same: a field it stores is read from the temporary
+    at the own point too; recomputing it would read its inputs as well)."""
     from icoforge.backend.lower_stencil import StencilLowering
 
+    for _ in range(50):
+        sl = StencilLowering(pl, f"kernel {name} ({what})")
+        sl.center = pl.iterator_at_domain(IndexArg("?"), domain).pos
+        result = body(sl)
+        if not any(b.stored is not None for b in sl.inlined):
+            return sl, result
+    raise UnsupportedConstructError(f"program {pl.name!r}: kernel {name} does not settle")
+
+
+def _write_kernel(pl: "ProgramLowering", targets: list[FieldArg], values: list[ArgValue], domain_node, s) -> ir.Kernel:
     domain = pl.domain(domain_node)
     name = pl.next_kernel_name()
-    sl = StencilLowering(pl, f"kernel {name} (target {s.target})")
-    sl.center = pl.iterator_at_domain(IndexArg("?"), domain).pos
-    out = []
-    for v in values:
-        got = sl.deref(pl.iterator_at_domain(v, domain))
-        out.extend(_flatten_value(got))
+
+    def body(sl: "StencilLowering") -> list:
+        return [x for v in values for x in _flatten_value(sl.deref(pl.iterator_at_domain(v, domain)))]
+
+    sl, out = _lowered(pl, name, domain, f"target {s.target}", body)
     if len(out) != len(targets):
         raise sl.fail(f"{len(out)} values for {len(targets)} targets")
     pl.store_values(sl, targets, TupleV(tuple(out)) if len(out) > 1 else out[0], name)
