@@ -239,14 +239,68 @@ def lower_set_at(pl: "ProgramLowering", s: itir.SetAt) -> list[ir.Step]:
             groups[str(d)][1].append(values[i])
     else:
         raise UnsupportedConstructError(f"program {pl.name!r}: {len(values)} values for {len(targets)} targets on several domains")
-    steps: list[ir.Step] = list(pl.pending)
+    steps: list[ir.Kernel] = list(pl.pending)
     pl.pending = []
     for idx, vals in groups.values():
         kernel = _write_kernel(pl, [targets[i] for i in idx], vals, domains[idx[0]], s)
         steps.extend(pl.pending)
         pl.pending = []
         steps.append(kernel)
-    return steps
+    return _read_before_written(pl, steps, targets)
+
+
+def _read_before_written(pl: "ProgramLowering", steps: list[ir.Kernel], targets: list[FieldArg]) -> list[ir.Kernel]:
+    """A statement reads its fields before it writes its targets (GT4Py's semantics: the whole
+    expression, then the assignment). A target read by a later kernel of the statement, or by
+    its own writer elsewhere than at the point written, is written into a temporary instead and
+    copied into the target after the statement's last kernel; a writer that reads it only at its
+    own point computes all its values before it stores any."""
+    from icoforge.backend.forward import own_point
+    from icoforge.backend.lower_stencil import StencilLowering
+
+    written = {t.name for t in targets}
+    writer = {st.field: j for j, k in enumerate(steps) for st in k.body if isinstance(st, ir.Store) and st.field in written}
+    hazard, own = set(), set()
+    for j, k in enumerate(steps):
+        for e in ir.walk_body_exprs((*k.prologue, *k.body)):
+            if isinstance(e, ir.Load) and e.field in writer and j >= writer[e.field]:
+                if j == writer[e.field] and not k.is_scan and own_point(e, pl.fields[e.field].dims, pl.dims):
+                    own.add(j)
+                else:
+                    hazard.add(e.field)
+    steps = [_values_before_stores(k) if j in own else k for j, k in enumerate(steps)]
+    if not hazard:
+        return steps
+    by_name = {t.name: t for t in targets}
+    out, copies = [], []
+    for k in steps:
+        renamed = {}
+        for st in k.body:
+            if isinstance(st, ir.Store) and st.field in hazard and st.field not in renamed:
+                renamed[st.field] = pl.new_temporary(k.domain, by_name[st.field].dtype)
+        body = tuple(ir.replace(st, field=renamed[st.field].name) if isinstance(st, ir.Store) and st.field in renamed else st for st in k.body)
+        out.append(ir.replace(k, body=body))
+        for field, tmp in renamed.items():
+            name = pl.next_kernel_name()
+            sl = StencilLowering(pl, f"kernel {name} (copy into {field})")
+            pl.store_values(sl, [by_name[field]], sl.deref(pl.iterator_at_domain(tmp, k.domain)), name)
+            copies.append(ir.Kernel(name, k.domain, tuple(sl.blocks[0].stmts), ()))
+    return out + copies
+
+
+def _values_before_stores(k: ir.Kernel) -> ir.Kernel:
+    """The kernel's trailing stores with every value computed first (a store then never changes
+    what a later store of the same point reads)."""
+    n = len(k.body)
+    while n and isinstance(k.body[n - 1], ir.Store):
+        n -= 1
+    stores = k.body[n:]
+    lets, out = [], []
+    for j, st in enumerate(stores):
+        var = ir.Var(f"out_{j}", st.value.dtype)
+        lets.append(ir.Let(var, st.value))
+        out.append(ir.replace(st, value=var))
+    return ir.replace(k, body=(*k.body[:n], *lets, *out))
 
 
 def _is_field_cond(node: itir.FunCall) -> bool:
