@@ -239,14 +239,23 @@ def lower_set_at(pl: "ProgramLowering", s: itir.SetAt) -> list[ir.Step]:
             groups[str(d)][1].append(values[i])
     else:
         raise UnsupportedConstructError(f"program {pl.name!r}: {len(values)} values for {len(targets)} targets on several domains")
-    steps: list[ir.Kernel] = list(pl.pending)
-    pl.pending = []
-    for idx, vals in groups.values():
-        kernel = _write_kernel(pl, [targets[i] for i in idx], vals, domains[idx[0]], s)
-        steps.extend(pl.pending)
+    stored: list[ir.Kernel] = []
+    for _ in range(20):
+        # a field a target kernel recomputed but a later one stored: lowered again, reading the
+        # temporary (and the stored kernels, which read only what the statement has not written
+        # yet, run first)
+        stored.extend(pl.pending)
         pl.pending = []
-        steps.append(kernel)
-    return _read_before_written(pl, steps, targets)
+        kernels, inlined = [], []
+        for idx, vals in groups.values():
+            kernel, sl = _write_kernel(pl, [targets[i] for i in idx], vals, domains[idx[0]], s)
+            kernels.append(kernel)
+            inlined.extend(sl.inlined)
+        if not any(b.stored is not None for b in inlined):
+            break
+    stored.extend(pl.pending)
+    pl.pending = []
+    return _read_before_written(pl, [*stored, *kernels], targets)
 
 
 def _read_before_written(pl: "ProgramLowering", steps: list[ir.Kernel], targets: list[FieldArg]) -> list[ir.Kernel]:
@@ -346,7 +355,7 @@ def _write_kernel(pl: "ProgramLowering", targets: list[FieldArg], values: list[A
     if len(out) != len(targets):
         raise sl.fail(f"{len(out)} values for {len(targets)} targets")
     pl.store_values(sl, targets, TupleV(tuple(out)) if len(out) > 1 else out[0], name)
-    return ir.Kernel(name, domain, tuple(sl.blocks[0].stmts), tuple(sl.kernel_args))
+    return ir.Kernel(name, domain, tuple(sl.blocks[0].stmts), tuple(sl.kernel_args)), sl
 
 
 def _flatten_value(v: Value) -> list:
