@@ -1,0 +1,43 @@
+"""The early-GTIR path (issue 20, ICOFORGE_EARLY_GTIR=1): GT4Py's passes stopped before their
+fusion loop (gt4py_early.py), nested field operators lowered by lower_fields.py. Its results must
+equal the stored gtfn_cpu references like the default path's (`make test-references` with the
+variable set checks all 78 programs), and it must not move more bytes."""
+
+from __future__ import annotations
+
+import pytest
+
+from icoforge import settings
+from icoforge.suite import references as refs
+from icoforge.suite.catalogue import get_program
+
+STORE = refs.load_store() if refs.STORE.exists() else None
+
+
+@pytest.mark.skipif(STORE is None, reason="no stored references")
+@pytest.mark.parametrize(
+    "name",
+    [
+        "update_theta_and_exner_in_halo",  # a field-level `if_` and tuple targets
+        "compute_perturbed_quantities_and_interpolation",  # reads a field the same statement writes
+        "apply_divergence_damping_and_update_vn",  # a field read at its own point and through a neighbour table
+    ],
+)
+def test_early_path_matches_stored_gt4py_reference(name, tiny_grid):
+    with settings.overridden(early_gtir=True):
+        result = refs.check_program(get_program(name), "icoforge-cpu", tiny_grid, STORE)
+    assert result.passed, result.summary()
+
+
+@pytest.mark.slow
+def test_early_path_moves_no_more_bytes_on_the_predictor(tiny_grid):
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parents[2] / "scripts" / "dev" / "early_gtir_table.py"
+    spec = importlib.util.spec_from_file_location("early_gtir_table", path)
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    row = table.one("vertically_implicit_solver_at_predictor_step", tiny_grid)
+    assert row["new_bytes"] <= row["old_bytes"] and row["new_kernels"] <= row["old_kernels"]
+    assert row["new_passes_cpu_s"] < row["old_passes_cpu_s"] / 2
