@@ -8,9 +8,9 @@ is a whole field written and read again per consumer. This pass does what Halide
 reader, at the point the reader loads it, and the store goes.
 
 A temporary `T` qualifies when
-* one top-level map kernel `P` writes it, with one unconditional store, in straight-line code
-  (`Let`s and `Store`s only), over exactly the domain GT4Py allocated `T` for (its domain
-  inference sized `T` for every read, so every read lies where `P` computed);
+* one top-level map kernel `P` writes it, with one unconditional store (conditionals before it
+  become lazy `?:`), over exactly the domain GT4Py allocated `T` for (its domain inference sized
+  `T` for every read, so every read lies where `P` computed);
 * `T` has only horizontal and vertical dimensions, and every reader comes after `P`;
 * no kernel from `P` to the last reader (both included) writes a field `P`'s expression reads:
   the readers then see the same inputs `P` saw;
@@ -61,7 +61,8 @@ class Decision:
     def describe(self) -> str:
         cost = f"saves {self.saved:g}, adds {self.added:g} field accesses, {self.copies} cop{'y' if self.copies == 1 else 'ies'}"
         verdict = "inlined" if self.inlined else f"kept: {self.reason}"
-        return f"{self.temporary} ({self.producer} -> {', '.join(self.readers) or '-'}): {verdict}; {cost}"
+        priced = self.inlined or self.saved or self.added  # kept before the byte model ran: no cost
+        return f"{self.temporary} ({self.producer} -> {', '.join(self.readers) or '-'}): {verdict}" + (f"; {cost}" if priced else "")
 
 
 # --- the producer's expression ------------------------------------------------------------------
@@ -81,21 +82,48 @@ def _substitute_vars(e: ir.Expr, env: dict[str, ir.Expr]) -> ir.Expr:
     return ir.rewrite(e, lambda x: env.get(x.name, x) if isinstance(x, ir.Var) else x)
 
 
+def _evaluated(stmts: tuple[ir.Stmt, ...], env: dict[str, ir.Expr | None]) -> dict[str, ir.Expr | None] | None:
+    """`env` after `stmts` run symbolically: every variable as an expression of the kernel's point.
+    A variable assigned in the branches of an `If` becomes `cond ? then : else` (evaluated lazily,
+    as the branches were). None when `stmts` store or use a variable with no value yet."""
+    env = dict(env)
+    for s in stmts:
+        if isinstance(s, ir.Let):
+            if any(isinstance(x, ir.Var) and env.get(x.name, x) is None for x in s.value.walk()):
+                return None
+            env[s.var.name] = _substitute_vars(s.value, {k: v for k, v in env.items() if v is not None})
+        elif isinstance(s, ir.Declare):
+            env[s.var.name] = None
+        elif isinstance(s, ir.If):
+            cond = _substitute_vars(s.cond, {k: v for k, v in env.items() if v is not None})
+            then, orelse = _evaluated(s.then, env), _evaluated(s.orelse, env)
+            if then is None or orelse is None:
+                return None
+            for name in env:  # branch-local names are gone after the If
+                a, b = then[name], orelse[name]
+                if a is not b:
+                    env[name] = None if a is None or b is None else ir.Select(cond, a, b, a.dtype)
+        else:
+            return None
+    return env
+
+
 def producer_expression(p: ir.Kernel, field: str) -> ir.Expr | None:
     """The value `p` stores to `field` as one expression of the kernel's point, or None when `p`
-    is not straight-line code with exactly one store to `field`."""
-    env: dict[str, ir.Expr] = {}
+    stores it more than once or under a condition, or reads state."""
+    env: dict[str, ir.Expr | None] = {}
     value = None
     for s in p.body:
-        if isinstance(s, ir.Let) and not s.declared:
-            env[s.var.name] = _substitute_vars(s.value, env)
-        elif isinstance(s, ir.Store):
+        if isinstance(s, ir.Store):
             if s.field == field:
-                if value is not None:
+                if value is not None or any(isinstance(x, ir.Var) and env.get(x.name) is None for x in s.value.walk()):
                     return None
                 value = _substitute_vars(s.value, env)
         else:
-            return None
+            after = _evaluated((s,), env)
+            if after is None:
+                return None
+            env = after
     return value
 
 
@@ -142,21 +170,32 @@ def _accesses(program: ir.ProgramIR, k: ir.Kernel) -> float:
 # --- rewriting ----------------------------------------------------------------------------------
 
 
-def _dead_lets_removed(body: tuple[ir.Stmt, ...]) -> tuple[ir.Stmt, ...]:
-    """Straight-line `body` without the Lets no Store depends on."""
+def _names_used(stmts: tuple[ir.Stmt, ...], kind: type) -> set:
+    found = (x for e in ir.walk_body_exprs(stmts) for x in e.walk() if isinstance(x, kind))
+    return {x.name for x in found} if kind is ir.Var else set(found)
+
+
+def _dead_code_removed(body: tuple[ir.Stmt, ...]) -> tuple[ir.Stmt, ...]:
+    """`body` without the top-level statements no remaining Store depends on (an `If` goes when it
+    stores nothing and defines nothing used later)."""
     used: set[str] = set()
     kept: list[ir.Stmt] = []
     for s in reversed(body):
-        if isinstance(s, ir.Let) and s.var.name not in used:
+        if isinstance(s, (ir.Let, ir.Declare)) and s.var.name not in used:
             continue
+        if isinstance(s, ir.If):
+            inner = tuple(ir.walk_stmts((s,)))
+            defined = {x.var.name for x in inner if isinstance(x, (ir.Let, ir.Declare))}
+            if not any(isinstance(x, ir.Store) for x in inner) and not defined & used:
+                continue
         kept.append(s)
-        used |= {x.name for e in ir.stmt_exprs(s) for x in e.walk() if isinstance(x, ir.Var)}
+        used |= _names_used((s,), ir.Var)
     return tuple(reversed(kept))
 
 
 def _without_store(p: ir.Kernel, field: str) -> ir.Kernel:
-    body = _dead_lets_removed(tuple(s for s in p.body if not (isinstance(s, ir.Store) and s.field == field)))
-    used = {x for s in body for e in ir.stmt_exprs(s) for x in e.walk() if isinstance(x, ir.Param)}
+    body = _dead_code_removed(tuple(s for s in p.body if not (isinstance(s, ir.Store) and s.field == field)))
+    used = _names_used(body, ir.Param)
     return dataclasses.replace(p, body=body, args=tuple((q, v) for q, v in p.args if q in used))
 
 
@@ -242,7 +281,7 @@ def _consider(program: ir.ProgramIR, t: ir.Temporary, policy: str) -> tuple[Deci
         return kept("its producer runs over another domain than the one allocated")
     expr = producer_expression(p, t.name)
     if expr is None:
-        return kept("its producer is not straight-line code with one store to it")
+        return kept("its producer stores it more than once or under a condition")
     if _size(expr, MAX_NODES) > MAX_NODES:
         return kept(f"its expression has more than {MAX_NODES} nodes")
     inputs = _loads_in(expr)

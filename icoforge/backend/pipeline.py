@@ -44,6 +44,16 @@ def translate_passes(program: ir.ProgramIR, inline_policy: str = "auto") -> ir.P
     return program
 
 
+def inline_decisions(lowered: ir.ProgramIR, policy: str = "auto") -> tuple[inline.Decision, ...]:
+    """What the inline pass decides for each temporary of `lowered` (`icoforge explain` prints it)."""
+    program = lowered
+    for p in TRANSLATE_PASSES:
+        if p.name == "inline":
+            break
+        program = p.run(program, policy)
+    return inline.inline_with_decisions(program, policy)[1]
+
+
 def fuse(program: ir.ProgramIR, schedule: ProgramSchedule) -> ir.ProgramIR:
     """Neighbouring kernels over one domain become one, where the schedule asks for it."""
     return fuse_kernels(program) if schedule.fuses(program.name) else program
