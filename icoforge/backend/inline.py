@@ -14,13 +14,14 @@ A temporary `T` qualifies when
 * `T` has only horizontal and vertical dimensions, and every reader comes after `P`;
 * no kernel from `P` to the last reader (both included) writes a field `P`'s expression reads:
   the readers then see the same inputs `P` saw;
-* the expression is small (`MAX_NODES`) and the readers' copies of it too (`MAX_READER_NODES`).
+* the readers' copies of it stay small (`MAX_READER_NODES`; `MAX_NODES` for a copy that must be
+  one expression).
 
-The load `T[idx]` becomes the expression with the kernel's own point (`i`, `k`) replaced by
-`idx`, in place: a load under a lazy `?:` stays lazy, so a guarded neighbour access (a skip value)
-stays guarded. The expression and every operation in it are as `P` computed them and floating
-point contraction is off in every build (codegen), so results are bit-identical. A stored value
-converted to `T`'s dtype is converted alike (`Cast`).
+A load `T[idx]` becomes `P`'s computation moved to the point `idx` (recompute.py): `P`'s
+statements before the reader's statement where the load always ran, one lazy expression where it
+ran only under a condition (a guarded neighbour access, a skip value, stays guarded). Every
+operation is as `P` computed it and floating-point contraction is off in every build (codegen),
+so results are bit-identical. A stored value converted to `T`'s dtype is converted alike.
 
 Whether to inline is a byte decision (`cost`): the store and the reads of `T` go, and each reader
 now reads the producer's inputs it did not read before. A field access over a kernel's domain
@@ -37,11 +38,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from icoforge.backend import ir
+from icoforge.backend import ir, recompute
 
 POLICIES = ("auto", "all", "off")
-MAX_NODES = 400  # the producer's expression, Lets substituted
-MAX_READER_NODES = 1600  # all copies of it in one reader
+MAX_NODES = 400  # the producer's value as one expression (Lets substituted), where a reader needs that
+MAX_READER_NODES = 2000  # all copies of the producer in one reader
 WEIGHT_2D = 0.1  # a field without vertical dimension, against one with
 
 
@@ -65,91 +66,6 @@ class Decision:
         return f"{self.temporary} ({self.producer} -> {', '.join(self.readers) or '-'}): {verdict}" + (f"; {cost}" if priced else "")
 
 
-# --- the producer's expression ------------------------------------------------------------------
-
-
-def _size(e: ir.Expr, cap: int) -> int:
-    """Node count of `e` as a tree, stopping once above `cap` (substituted Lets share subtrees)."""
-    n, stack = 0, [e]
-    while stack and n <= cap:
-        x = stack.pop()
-        n += 1
-        stack.extend(x.children())
-    return n
-
-
-def _substitute_vars(e: ir.Expr, env: dict[str, ir.Expr]) -> ir.Expr:
-    return ir.rewrite(e, lambda x: env.get(x.name, x) if isinstance(x, ir.Var) else x)
-
-
-def _evaluated(stmts: tuple[ir.Stmt, ...], env: dict[str, ir.Expr | None]) -> dict[str, ir.Expr | None] | None:
-    """`env` after `stmts` run symbolically: every variable as an expression of the kernel's point.
-    A variable assigned in the branches of an `If` becomes `cond ? then : else` (evaluated lazily,
-    as the branches were). None when `stmts` store or use a variable with no value yet."""
-    env = dict(env)
-    for s in stmts:
-        if isinstance(s, ir.Let):
-            if any(isinstance(x, ir.Var) and env.get(x.name, x) is None for x in s.value.walk()):
-                return None
-            env[s.var.name] = _substitute_vars(s.value, {k: v for k, v in env.items() if v is not None})
-        elif isinstance(s, ir.Declare):
-            env[s.var.name] = None
-        elif isinstance(s, ir.If):
-            cond = _substitute_vars(s.cond, {k: v for k, v in env.items() if v is not None})
-            then, orelse = _evaluated(s.then, env), _evaluated(s.orelse, env)
-            if then is None or orelse is None:
-                return None
-            for name in env:  # branch-local names are gone after the If
-                a, b = then[name], orelse[name]
-                if a is not b:
-                    env[name] = None if a is None or b is None else ir.Select(cond, a, b, a.dtype)
-        else:
-            return None
-    return env
-
-
-def producer_expression(p: ir.Kernel, field: str) -> ir.Expr | None:
-    """The value `p` stores to `field` as one expression of the kernel's point, or None when `p`
-    stores it more than once or under a condition, or reads state."""
-    env: dict[str, ir.Expr | None] = {}
-    value = None
-    for s in p.body:
-        if isinstance(s, ir.Store):
-            if s.field == field:
-                if value is not None or any(isinstance(x, ir.Var) and env.get(x.name) is None for x in s.value.walk()):
-                    return None
-                value = _substitute_vars(s.value, env)
-        else:
-            after = _evaluated((s,), env)
-            if after is None:
-                return None
-            env = after
-    return value
-
-
-def _at(e: ir.Expr, h: ir.Expr | None, k: ir.Expr | None) -> ir.Expr:
-    """`e` evaluated at horizontal index `h` and level `k` instead of the kernel's own point."""
-
-    def fn(x: ir.Expr) -> ir.Expr:
-        if isinstance(x, ir.HIndex) and h is not None:
-            return h
-        if isinstance(x, ir.KIndex) and k is not None:
-            return k
-        return x
-
-    return ir.rewrite(e, fn)
-
-
-def _point_of(load: ir.Load, dims: tuple[str, ...], kinds: dict[str, str]) -> tuple[ir.Expr | None, ir.Expr | None]:
-    h = k = None
-    for d, idx in zip(dims, load.index):
-        if kinds.get(d) == "horizontal":
-            h = idx
-        elif kinds.get(d) == "vertical":
-            k = idx
-    return h, k
-
-
 # --- the byte model -----------------------------------------------------------------------------
 
 
@@ -167,77 +83,10 @@ def _accesses(program: ir.ProgramIR, k: ir.Kernel) -> float:
     return sum(_weight(program, f) for f in fields)
 
 
-# --- rewriting ----------------------------------------------------------------------------------
-
-
-def _names_used(stmts: tuple[ir.Stmt, ...], kind: type) -> set:
-    found = (x for e in ir.walk_body_exprs(stmts) for x in e.walk() if isinstance(x, kind))
-    return {x.name for x in found} if kind is ir.Var else set(found)
-
-
-def _dead_code_removed(body: tuple[ir.Stmt, ...]) -> tuple[ir.Stmt, ...]:
-    """`body` without the top-level statements no remaining Store depends on (an `If` goes when it
-    stores nothing and defines nothing used later)."""
-    used: set[str] = set()
-    kept: list[ir.Stmt] = []
-    for s in reversed(body):
-        if isinstance(s, (ir.Let, ir.Declare)) and s.var.name not in used:
-            continue
-        if isinstance(s, ir.If):
-            inner = tuple(ir.walk_stmts((s,)))
-            defined = {x.var.name for x in inner if isinstance(x, (ir.Let, ir.Declare))}
-            if not any(isinstance(x, ir.Store) for x in inner) and not defined & used:
-                continue
-        kept.append(s)
-        used |= _names_used((s,), ir.Var)
-    return tuple(reversed(kept))
-
-
 def _without_store(p: ir.Kernel, field: str) -> ir.Kernel:
-    body = _dead_code_removed(tuple(s for s in p.body if not (isinstance(s, ir.Store) and s.field == field)))
-    used = _names_used(body, ir.Param)
+    body = recompute.dead_code_removed(tuple(s for s in p.body if not (isinstance(s, ir.Store) and s.field == field)))
+    used = recompute.names_used(body, ir.Param)
     return dataclasses.replace(p, body=body, args=tuple((q, v) for q, v in p.args if q in used))
-
-
-def _with_args(reader: ir.Kernel, expr: ir.Expr, args: tuple[tuple[ir.Param, ir.Expr], ...], taken: set[str]) -> tuple[ir.Kernel, ir.Expr]:
-    """`reader` with the producer's host-computed arguments that `expr` uses; one with a name the
-    reader already uses for another value is renamed in `expr`."""
-    own = {p.name: v for p, v in reader.args}
-    names = taken | set(own)
-    renamed: dict[ir.Param, ir.Param] = {}
-    new_args = list(reader.args)
-    used = {x for x in expr.walk() if isinstance(x, ir.Param)}
-    for p, v in args:
-        if p not in used or own.get(p.name) == v:
-            continue
-        q = p
-        if p.name in own:
-            n = 0
-            while f"a{n}" in names:
-                n += 1
-            q = ir.Param(f"a{n}", p.dtype)
-            renamed[p] = q
-        names.add(q.name)
-        own[q.name] = v
-        new_args.append((q, v))
-    if renamed:
-        expr = ir.rewrite(expr, lambda x: renamed.get(x, x) if isinstance(x, ir.Param) else x)
-    return dataclasses.replace(reader, args=tuple(new_args)), expr
-
-
-def _inlined_into(reader: ir.Kernel, field: str, expr: ir.Expr, dims: tuple[str, ...], kinds: dict[str, str], dtype: str) -> ir.Kernel:
-    def fn(x: ir.Expr) -> ir.Expr:
-        if isinstance(x, ir.Load) and x.field == field:
-            value = _at(expr, *_point_of(x, dims, kinds))
-            return value if value.dtype == dtype else ir.Cast(value, dtype)
-        return x
-
-    return dataclasses.replace(
-        reader,
-        body=ir.rewrite_stmts(reader.body, fn),
-        prologue=ir.rewrite_stmts(reader.prologue, fn),
-        state=tuple(dataclasses.replace(s, init=ir.rewrite(s.init, fn)) for s in reader.state),
-    )
 
 
 # --- one temporary ------------------------------------------------------------------------------
@@ -279,12 +128,10 @@ def _consider(program: ir.ProgramIR, t: ir.Temporary, policy: str) -> tuple[Deci
         return kept("it has a local (neighbour) dimension")
     if p.domain != t.domain:
         return kept("its producer runs over another domain than the one allocated")
-    expr = producer_expression(p, t.name)
-    if expr is None:
+    prod = recompute.Producer.of(p, t, kinds)
+    if prod is None:
         return kept("its producer stores it more than once or under a condition")
-    if _size(expr, MAX_NODES) > MAX_NODES:
-        return kept(f"its expression has more than {MAX_NODES} nodes")
-    inputs = _loads_in(expr)
+    inputs = _loads_in(prod.expr)
     window = program.steps[site.p_pos : max(pos for pos, _ in site.readers) + 1]
     written = {f for s in window for k in ir.step_kernels(s) for f in k.fields_written()}
     if inputs & written:
@@ -295,12 +142,14 @@ def _consider(program: ir.ProgramIR, t: ir.Temporary, policy: str) -> tuple[Deci
     saved = _accesses(program, p) - (_accesses(program, rest) if rest.fields_written() else 0.0)
     added, copies = 0.0, 0
     for _, r in site.readers:
-        read = set(r.fields_read())
         saved += _weight(program, t.name)
-        added += sum(_weight(program, f) for f in inputs - read)
-        points = {x for x in r.exprs() if isinstance(x, ir.Load) and x.field == t.name}
-        copies += len(points)
-        if len(points) * _size(expr, MAX_NODES) > MAX_READER_NODES:
+        added += sum(_weight(program, f) for f in inputs - set(r.fields_read()))
+        eager, lazy = recompute.reads(r.body, t.name)
+        copies += eager + lazy
+        if lazy and recompute.size(prod.expr, MAX_NODES) > MAX_NODES:
+            return kept(f"{r.name} reads it lazily and its expression has more than {MAX_NODES} nodes")
+        nodes = eager * prod.statement_nodes() + lazy * recompute.size(prod.expr, MAX_READER_NODES)
+        if nodes > MAX_READER_NODES:
             return kept(f"{r.name} would hold more than {MAX_READER_NODES} nodes of it", saved=saved, added=added, copies=copies)
     cost = {"saved": saved, "added": added, "copies": copies}
     if policy == "auto" and added >= saved:
@@ -308,10 +157,8 @@ def _consider(program: ir.ProgramIR, t: ir.Temporary, policy: str) -> tuple[Deci
 
     steps = list(program.steps)
     steps[site.p_pos] = rest
-    by_name = {}
-    for _, r in site.readers:
-        r2, e2 = _with_args(r, expr, p.args, {q.name for q in program.params})
-        by_name[r.name] = _inlined_into(r2, t.name, e2, t.dims, kinds, t.dtype)
+    taken = {q.name for q in program.params}
+    by_name = {r.name: recompute.inlined_into(r, prod, taken) for _, r in site.readers}
     program = ir.map_kernels(dataclasses.replace(program, steps=tuple(steps)), lambda k: by_name.get(k.name, k))
     program = dataclasses.replace(
         program,

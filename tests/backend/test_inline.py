@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from icoforge.backend import inline, ir, pipeline
+from icoforge.backend import inline, ir, pipeline, recompute
 from icoforge.backend.schedule import ProgramSchedule, ScheduleError
 from icoforge.errors import UnknownNameError
 
@@ -61,11 +61,27 @@ def test_a_temporary_read_at_two_levels_is_recomputed_there():
     p = program([kernel("p_k0", ir.Store("t", mul(at("a"), at("b")))), kernel("p_k1", ir.Store("out", add(at("t"), at("t", 1))))])
     q, ds = inline.inline_with_decisions(p, "auto")
     assert names(q) == ["p_k1"] and q.temporaries == ()
-    (st,) = q.kernels()[0].body
-    assert st.value == add(mul(at("a"), at("b")), mul(at("a", 1), at("b", 1)))
+    t0, t1 = ir.Var("t_at0", "float64"), ir.Var("t_at1", "float64")  # one copy per point, as statements
+    assert q.kernels()[0].body == (
+        ir.Let(t0, mul(at("a"), at("b"))), ir.Let(t1, mul(at("a", 1), at("b", 1))), ir.Store("out", add(t0, t1))
+    )
     d = decision(ds, "t")
     assert d.inlined and d.readers == ("p_k1",) and d.copies == 2
     assert (d.saved, d.added) == (4.0, 2.0)  # producer reads a, b and writes t; reader read t -> reads a, b
+
+
+def test_producer_statements_are_renamed_and_moved_and_a_point_is_computed_once_per_branch():
+    x = ir.Var("x", "float64")
+    prod = kernel("p_k0", ir.Let(x, add(at("a"), at("b"))), ir.Store("t", mul(x, x)))
+    y = ir.Var("x_t_at0", "float64")  # the reader's own x must not meet the producer's
+    reader = kernel("p_k1", ir.Let(x, at("t", neighbour=True)), ir.Store("out", add(x, at("t", neighbour=True))))
+    (k,) = inline.inline_temporaries(program([prod, reader]), "all").kernels()
+    n = ir.Table("C2E2CO", ir.HIndex(), 1)
+    t0 = ir.Var("t_at0", "float64")
+    assert k.body == (
+        ir.Let(y, add(ir.Load("a", (n, K), "float64"), ir.Load("b", (n, K), "float64"))),
+        ir.Let(t0, mul(y, y)), ir.Let(x, t0), ir.Store("out", add(x, t0)),
+    )
 
 
 def test_lets_are_substituted_and_a_neighbour_read_under_a_guard_stays_lazy():
@@ -126,15 +142,21 @@ def test_a_value_assigned_in_both_branches_of_a_conditional_becomes_a_lazy_selec
     below = ir.Binary("less", K, c(3), "bool")
     branches = ir.If(below, (ir.Let(x, at("a")), ir.Let(v, mul(x, at("b")), declared=True)), (ir.Let(v, at("c", -1), declared=True),))
     prod = kernel("p_k0", ir.Declare(v), branches, ir.Store("t", v))
-    assert inline.producer_expression(prod, "t") == ir.Select(below, mul(at("a"), at("b")), at("c", -1), "float64")
-    # read at k+1 by the reader: the condition moves along with the point
-    q = inline.inline_temporaries(program([prod, kernel("p_k1", ir.Store("out", at("t", 1)))]), "all")
+    assert recompute.producer_expression(prod, "t") == ir.Select(below, mul(at("a"), at("b")), at("c", -1), "float64")
+    # read lazily at k+1 by the reader: one expression, the condition moves along with the point
+    positive = ir.Binary("greater", at("c"), c(0.0, "float64"), "bool")
+    lazy = ir.Store("out", ir.Select(positive, at("t", 1), c(0.0, "float64"), "float64"))
+    q = inline.inline_temporaries(program([prod, kernel("p_k1", lazy)]), "all")
     k1 = ir.Binary("plus", K, c(1), "int32")
     shifted = ir.Select(ir.Binary("less", k1, c(3), "bool"), mul(at("a", 1), at("b", 1)), ir.Load("c", (ir.HIndex(), ir.Binary("plus", k1, c(-1), "int32")), "float64"), "float64")
-    assert q.kernels()[0].body[0].value == shifted
+    assert q.kernels()[0].body == (ir.Store("out", ir.Select(positive, shifted, c(0.0, "float64"), "float64")),)
+    # read eagerly: the statements, conditional and all, before the reader's
+    (k,) = inline.inline_temporaries(program([prod, kernel("p_k1", ir.Store("out", at("t", 1)))]), "all").kernels()
+    assert [type(st).__name__ for st in k.body] == ["Declare", "If", "Let", "Store"]
+    assert k.body[1].cond == ir.Binary("less", k1, c(3), "bool") and k.body[0].var.name == "v_t_at0"
     # assigned in one branch only: no value in the other, so no expression
     half = kernel("p_k0", ir.Declare(v), ir.If(below, (ir.Let(v, at("a"), declared=True),), ()), ir.Store("t", v))
-    assert inline.producer_expression(half, "t") is None
+    assert recompute.producer_expression(half, "t") is None
 
 
 def test_host_computed_arguments_follow_the_expression_and_clashing_names_are_renamed():
@@ -143,7 +165,8 @@ def test_host_computed_arguments_follow_the_expression_and_clashing_names_are_re
     reader = kernel("p_k1", ir.Store("out", add(at("t"), a0)), args=[(a0, c(2.0, "float64"))])
     (k,) = inline.inline_temporaries(program([prod, reader]), "all").kernels()
     assert dict((p.name, v) for p, v in k.args) == {"a0": c(2.0, "float64"), "a1": ir.Param("dtime", "float64")}
-    assert k.body[0].value == add(mul(ir.Param("a1", "float64"), at("a")), a0)
+    t0 = ir.Var("t_at0", "float64")
+    assert k.body == (ir.Let(t0, mul(ir.Param("a1", "float64"), at("a"))), ir.Store("out", add(t0, a0)))
 
 
 def test_dead_lets_of_the_producer_go_with_the_store():
