@@ -12,8 +12,9 @@ A temporary `T` qualifies when
   become lazy `?:`), over exactly the domain GT4Py allocated `T` for (its domain inference sized
   `T` for every read, so every read lies where `P` computed);
 * `T` has only horizontal and vertical dimensions, and every reader comes after `P`;
-* no kernel from `P` to the last reader (both included) writes a field `P`'s expression reads:
-  the readers then see the same inputs `P` saw;
+* no kernel from `P` to the last reader (both included) writes a field `P`'s expression reads,
+  or only at levels where the copies do not read it (`recompute.levels_read` follows `P`'s
+  conditions on the level): the readers then see the same inputs `P` saw;
 * the readers' copies of it stay small (`MAX_READER_NODES`; `MAX_NODES` for a copy that must be
   one expression).
 
@@ -25,8 +26,8 @@ so results are bit-identical. A stored value converted to `T`'s dtype is convert
 
 Whether to inline is a byte decision (`cost`): the store and the reads of `T` go, and each reader
 now reads the producer's inputs it did not read before. A field access over a kernel's domain
-counts 1 for a field with a vertical dimension and `WEIGHT_2D` for one without (at tens of levels
-those are small); `auto` inlines when the count goes down. `all` inlines wherever it is legal.
+counts 1 for a field over horizontal points and levels and `WEIGHT_2D` for one over only one of
+them (at tens of levels and thousands of points those are small); `auto` inlines when the count goes down. `all` inlines wherever it is legal.
 
 The pass moves reads of the producer's inputs past the kernels between producer and reader; like
 copy forwarding, it records in `ProgramIR.distinct` the field arguments those kernels write, so a
@@ -43,7 +44,7 @@ from icoforge.backend import ir, recompute
 POLICIES = ("auto", "all", "off")
 MAX_NODES = 400  # the producer's value as one expression (Lets substituted), where a reader needs that
 MAX_READER_NODES = 2000  # all copies of the producer in one reader
-WEIGHT_2D = 0.1  # a field without vertical dimension, against one with
+WEIGHT_2D = 0.1  # a field over points or levels only, against one over both
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,8 @@ class Decision:
 
 
 def _weight(program: ir.ProgramIR, field: str) -> float:
-    kinds = dict(program.dim_kinds)
-    return 1.0 if any(kinds.get(d) == "vertical" for d in program.field(field).dims) else WEIGHT_2D
+    kinds = {dict(program.dim_kinds).get(d) for d in program.field(field).dims}
+    return 1.0 if {"horizontal", "vertical"} <= kinds else WEIGHT_2D
 
 
 def _loads_in(e: ir.Expr) -> set[str]:
@@ -134,8 +135,9 @@ def _consider(program: ir.ProgramIR, t: ir.Temporary, policy: str) -> tuple[Deci
     inputs = _loads_in(prod.expr)
     window = program.steps[site.p_pos : max(pos for pos, _ in site.readers) + 1]
     written = {f for s in window for k in ir.step_kernels(s) for f in k.fields_written()}
-    if inputs & written:
-        return kept(f"{', '.join(sorted(inputs & written))} written before its last reader")
+    clash = sorted(f for f in inputs & written if not _reads_miss_writes(prod, f, window, site.readers, kinds))
+    if clash:
+        return kept(f"{', '.join(clash)} written before its last reader")
 
     # the byte model: what goes, what comes
     rest = _without_store(p, t.name)
@@ -167,6 +169,32 @@ def _consider(program: ir.ProgramIR, t: ir.Temporary, policy: str) -> tuple[Deci
         distinct=_distinct(program, window, inputs),
     )
     return Decision(t.name, p.name, names, True, "", **cost), program
+
+
+def _k_range(d: ir.Domain) -> tuple[int, int] | None:
+    if isinstance(d.k_start, ir.Const) and isinstance(d.k_end, ir.Const):
+        return int(d.k_start.value), int(d.k_end.value) - 1
+    return None
+
+
+def _reads_miss_writes(prod: recompute.Producer, field: str, window: tuple[ir.Step, ...], readers, kinds: dict[str, str]) -> bool:
+    """Whether every load of `field` in the recomputed copies happens at levels no kernel of the
+    window writes (the producer's conditions on the level decide which loads run: a solver reads
+    `next_w` only at the top level, which the reader does not write)."""
+    writes = [_k_range(k.domain) for s in window for k in ir.step_kernels(s) if field in k.fields_written()]
+    level_dim = [i for i, d in enumerate(prod.dims) if kinds.get(d) == "vertical"]
+    if None in writes or len(level_dim) != 1:
+        return False
+    for _, r in readers:
+        span = _k_range(r.domain)
+        for load in {x for x in r.exprs() if isinstance(x, ir.Load) and x.field == prod.field}:
+            dk = recompute.level_offset(load.index[level_dim[0]])
+            if span is None or dk is None:
+                return False
+            levels = recompute.levels_read(prod.expr, field, span[0] + dk, span[1] + dk)
+            if levels is None or any(lo <= we and ws <= hi for lo, hi in levels for ws, we in writes):
+                return False
+    return True
 
 
 def _distinct(program: ir.ProgramIR, window: tuple[ir.Step, ...], inputs: set[str]) -> tuple[tuple[str, str], ...]:

@@ -305,3 +305,64 @@ def inlined_into(reader: ir.Kernel, prod: Producer, program_names: set[str]) -> 
         prologue=ir.rewrite_stmts(reader.prologue, expr_only),
         state=tuple(dataclasses.replace(s, init=ir.rewrite(s.init, expr_only)) for s in reader.state),
     )
+
+
+# --- which levels a recomputed expression reads ---------------------------------------------------
+
+
+def level_offset(e: ir.Expr) -> int | None:
+    """`c` for a level index `k + c` (`k`, `k - 1`, ...), else None."""
+    if isinstance(e, ir.KIndex):
+        return 0
+    if isinstance(e, ir.Binary) and e.op in ("plus", "minus") and isinstance(e.lhs, ir.KIndex) and isinstance(e.rhs, ir.Const):
+        return int(e.rhs.value) * (1 if e.op == "plus" else -1)
+    return None
+
+
+_FLIP = {"less": "greater", "less_equal": "greater_equal", "greater": "less", "greater_equal": "less_equal", "eq": "eq", "not_eq": "not_eq"}
+_NOT = {"less": "greater_equal", "less_equal": "greater", "greater": "less_equal", "greater_equal": "less", "eq": "not_eq", "not_eq": "eq"}
+
+
+def _narrowed(lo: int, hi: int, cond: ir.Expr, holds: bool) -> tuple[int, int]:
+    """The levels `k` in [lo, hi] for which `cond` (a comparison of `k + c` with a constant) has
+    the truth value `holds`; [lo, hi] itself when `cond` is of another form."""
+    if not (isinstance(cond, ir.Binary) and cond.op in _FLIP):
+        return lo, hi
+    op, a, b = cond.op, cond.lhs, cond.rhs
+    if isinstance(a, ir.Const):
+        op, a, b = _FLIP[op], b, a
+    c = level_offset(a)
+    if c is None or not isinstance(b, ir.Const) or isinstance(b.value, float):
+        return lo, hi
+    op = op if holds else _NOT[op]
+    bound = int(b.value) - c  # k OP bound
+    if op == "less":
+        return lo, min(hi, bound - 1)
+    if op == "less_equal":
+        return lo, min(hi, bound)
+    if op == "greater":
+        return max(lo, bound + 1), hi
+    if op == "greater_equal":
+        return max(lo, bound), hi
+    if op == "eq":
+        return max(lo, bound), min(hi, bound)
+    return lo, hi
+
+
+def levels_read(e: ir.Expr, field: str, lo: int, hi: int) -> list[tuple[int, int]] | None:
+    """The level ranges at which evaluating `e` at a point of level `k` in [lo, hi] loads `field`,
+    following the conditions of `?:` (a branch whose condition cannot hold reads nothing). None
+    when a load's level is not `k + c`."""
+    if lo > hi:
+        return []
+    if isinstance(e, ir.Select):
+        parts = [levels_read(e.cond, field, lo, hi), levels_read(e.a, field, *_narrowed(lo, hi, e.cond, True)),
+                 levels_read(e.b, field, *_narrowed(lo, hi, e.cond, False))]  # fmt: skip
+    else:
+        parts = [levels_read(c, field, lo, hi) for c in e.children()]
+        if isinstance(e, ir.Load) and e.field == field:
+            c = level_offset(e.index[-1]) if e.index else None
+            parts.append(None if c is None else [(lo + c, hi + c)])
+    if any(p is None for p in parts):
+        return None
+    return [r for p in parts for r in p]

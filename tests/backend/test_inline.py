@@ -123,6 +123,21 @@ def test_an_input_written_between_producer_and_reader_keeps_the_temporary():
     assert names(inline.inline_temporaries(program(same), "all")) == ["p_k0", "p_k1"]
 
 
+def test_an_input_the_reader_writes_at_other_levels_than_the_copies_read_is_no_clash():
+    # t = k < 3 ? a : out (out only at the top level), read at k+1 by a kernel writing out at k < 3
+    top = ir.Select(ir.Binary("less", K, c(3), "bool"), at("a"), at("out"), "float64")
+    prod = kernel("p_k0", ir.Store("t", top))
+    below = ir.Domain("Cell", c(0), c(8), c(0), c(3))
+    reader = kernel("p_k1", ir.Store("out", at("t", 1)), domain=below)
+    q, ds = inline.inline_with_decisions(program([prod, reader]), "all")
+    assert names(q) == ["p_k1"] and decision(ds, "t").inlined
+    # reading t at its own level over all four levels, the copy at k = 3 reads what the reader writes
+    same = kernel("p_k1", ir.Store("out", at("t")))
+    q, ds = inline.inline_with_decisions(program([prod, same]), "all")
+    assert names(q) == ["p_k0", "p_k1"] and "out written before" in decision(ds, "t").reason
+    assert recompute.levels_read(top, "out", 0, 3) == [(3, 3)] and recompute.levels_read(top, "out", 0, 2) == []
+
+
 def test_scans_conditionals_other_domains_and_late_readers_are_not_inlined():
     s = ir.Var("s", "float64")
     scan = kernel("p_k0", ir.Store("t", add(s, at("a"))), ir.Let(s, add(s, at("a")), declared=True), state=[ir.ScanState(s, c(0.0, "float64"))])
@@ -216,7 +231,8 @@ INLINED_PROGRAMS = (
     "vertically_implicit_solver_at_predictor_step",  # into a scan, at k-1, k, k+1
     "compute_rho_theta_pgrad_and_update_vn",  # four C2E2CO gradients read through E2C
     "compute_advection_in_corrector_vertical_momentum",  # chains: inlined into inlined
-    "compute_perturbed_quantities_and_interpolation",  # conditional producers (lazy selects)
+    "compute_perturbed_quantities_and_interpolation",  # conditional producers
+    "compute_advection_in_horizontal_momentum",  # V2E reductions over skip values, as statements
 )
 
 
