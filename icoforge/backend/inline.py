@@ -27,7 +27,8 @@ so results are bit-identical. A stored value converted to `T`'s dtype is convert
 Whether to inline is a byte decision (`cost`): the store and the reads of `T` go, and each reader
 now reads the producer's inputs it did not read before. A field access over a kernel's domain
 counts 1 for a field over horizontal points and levels and `WEIGHT_2D` for one over only one of
-them (at tens of levels and thousands of points those are small); `auto` inlines when the count goes down. `all` inlines wherever it is legal.
+them (at tens of levels and thousands of points those are small); `auto` inlines when the count goes down and none of the two patterns that
+lost time on the H200 applies (`_slower_on_a_gpu`). `all` inlines wherever it is legal.
 
 The pass moves reads of the producer's inputs past the kernels between producer and reader; like
 copy forwarding, it records in `ProgramIR.distinct` the field arguments those kernels write, so a
@@ -154,8 +155,12 @@ def _consider(program: ir.ProgramIR, t: ir.Temporary, policy: str) -> tuple[Deci
         if nodes > MAX_READER_NODES:
             return kept(f"{r.name} would hold more than {MAX_READER_NODES} nodes of it", saved=saved, added=added, copies=copies)
     cost = {"saved": saved, "added": added, "copies": copies}
-    if policy == "auto" and added >= saved:
-        return kept("the readers would read more than it saves", **cost)
+    if policy == "auto":
+        why = _slower_on_a_gpu(prod, site.readers, kinds)
+        if why:
+            return kept(why, **cost)
+        if added >= saved:
+            return kept("the readers would read more than it saves", **cost)
 
     steps = list(program.steps)
     steps[site.p_pos] = rest
@@ -169,6 +174,25 @@ def _consider(program: ir.ProgramIR, t: ir.Temporary, policy: str) -> tuple[Deci
         distinct=_distinct(program, window, inputs),
     )
     return Decision(t.name, p.name, names, True, "", **cost), program
+
+
+def _slower_on_a_gpu(prod: recompute.Producer, readers, kinds: dict[str, str]) -> str:
+    """Why recomputing would cost more time than the bytes it saves, measured on the H200 (R2B6/80,
+    benchmarks/h200-2026-12-01-s10), or "". Two cases lost there:
+    * a scan reader: each level waits for the one before, so work added per level adds latency
+      (the vertical solvers: 4-7 % slower with their point producers recomputed at k-1, k, k+1);
+    * a gather of gathers: a producer that reads through a neighbour table, recomputed at two or
+      more neighbour points that the reader always loads (velocity advection: 1.5-2.2x slower).
+      One point per branch, as an upwind choice loads, paid off (rho_theta: 1.4x faster)."""
+    scans = [r.name for _, r in readers if r.is_scan]
+    if scans:
+        return f"{', '.join(scans)} is a scan (latency-bound: work added per level costs time)"
+    h_pos = [i for i, d in enumerate(prod.dims) if kinds.get(d) == "horizontal"]
+    if h_pos and recompute.gathers(prod.expr):
+        for _, r in readers:
+            if recompute.eager_neighbour_points(r.body, prod.field, h_pos[0]) >= 2:
+                return f"{r.name} would gather its neighbour reduction again at every neighbour"
+    return ""
 
 
 def _k_range(d: ir.Domain) -> tuple[int, int] | None:

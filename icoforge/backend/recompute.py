@@ -190,6 +190,19 @@ def eager_loads(e: ir.Expr, field: str) -> list[ir.Load]:
     return [x for c in e.children() for x in eager_loads(c, field)]
 
 
+def gathers(e: ir.Expr) -> bool:
+    """Whether `e` loads through a neighbour table."""
+    return any(isinstance(x, ir.Table) for x in e.walk())
+
+
+def eager_neighbour_points(stmts: tuple[ir.Stmt, ...], field: str, h_pos: int) -> int:
+    """Distinct points of `field` that `stmts` load unconditionally through a neighbour table
+    (its horizontal index, position `h_pos`, is a table lookup), per branch as `reads` counts."""
+    loads = {x for s in stmts for e in ir.stmt_exprs(s) for x in eager_loads(e, field)}
+    inner = sum(eager_neighbour_points(b, field, h_pos) for s in stmts if isinstance(s, ir.If) for b in (s.then, s.orelse))
+    return sum(1 for x in loads if gathers(x.index[h_pos])) + inner
+
+
 def reads(stmts: tuple[ir.Stmt, ...], field: str, known: frozenset[ir.Load] = frozenset()) -> tuple[int, int]:
     """(statement copies, expression copies) of the producer that `_rewritten` puts into `stmts`:
     one statement copy per point loaded eagerly (once per branch), one expression per lazy load of

@@ -109,6 +109,24 @@ def test_auto_keeps_a_temporary_whose_readers_would_read_more():
     assert inline.inline_temporaries(p, "all").kernels()[0].body == (ir.Store("out2", mul(abc, abc)),)
 
 
+def test_auto_keeps_what_lost_time_on_the_gpu_scan_readers_and_gathers_of_gathers():
+    s = ir.Var("s", "float64")
+    cheap = kernel("p_k0", ir.Store("t", mul(at("a"), at("b"))))
+    scan = kernel("p_k1", ir.Store("out", add(s, at("t", -1))), ir.Let(s, add(s, at("t")), declared=True), state=[ir.ScanState(s, c(0.0, "float64"))])
+    p = program([cheap, scan])
+    assert "is a scan" in decision(inline.inline_with_decisions(p, "auto")[1], "t").reason
+    assert names(inline.inline_temporaries(p, "all")) == ["p_k1"]
+    # a neighbour sum read at two neighbours that the reader always loads: kept; read at one
+    # neighbour chosen by a condition (an upwind choice): recomputed
+    gather = kernel("p_k0", ir.Store("t", add(at("a", neighbour=True), at("b", neighbour=True))))
+    other = ir.Load("t", (ir.Table("C2E2CO", ir.HIndex(), 2), K), "float64")
+    both = kernel("p_k1", ir.Store("out", add(at("t", neighbour=True), other)))
+    d = decision(inline.inline_with_decisions(program([gather, both]), "auto")[1], "t")
+    assert "gather its neighbour reduction again" in d.reason
+    upwind = kernel("p_k1", ir.Store("out", ir.Select(ir.Binary("greater", at("c"), c(0.0, "float64"), "bool"), at("t", neighbour=True), other, "float64")))
+    assert names(inline.inline_temporaries(program([gather, upwind]), "auto")) == ["p_k1"]
+
+
 def test_an_input_written_between_producer_and_reader_keeps_the_temporary():
     steps = [
         kernel("p_k0", ir.Store("t", at("a"))),
