@@ -10,7 +10,7 @@ TARGETS = ("cpu", "cuda", "hip", "gpu", "emulated-cuda", "emulated-hip")
 def make_backend(target: str = "cpu", schedule=None):
     """A `gt4py.next.backend.Backend` compiling with icoforge for `target`. `schedule` (a
     `schedule.ProgramSchedule`; None: the vendor default) lays out the GPU targets' kernels; the
-    C++ target has none."""
+    C++ target takes only its inline policy."""
     from gt4py.next import backend as gt_backend
     from gt4py.next import custom_layout_allocators as allocators
 
@@ -19,7 +19,7 @@ def make_backend(target: str = "cpu", schedule=None):
 
         return gt_backend.Backend(
             name="icoforge_cpu",
-            executor=CPUExecutor(),
+            executor=CPUExecutor(inline_policy=schedule.inline if schedule is not None else "auto"),
             allocator=allocators.StandardCPUFieldBufferAllocator(),
             transforms=gt_backend.DEFAULT_TRANSFORMS,
         )

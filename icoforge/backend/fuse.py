@@ -32,32 +32,6 @@ _MEMBER = re.compile(r"^(.*)_k(\d+)$")
 _FUSED = re.compile(r"^(.*)_k(\d+)(?:to\d+)?$")
 
 
-def _vars(stmts: tuple[ir.Stmt, ...]) -> set[str]:
-    names = set()
-    for s in ir.walk_stmts(stmts):
-        if isinstance(s, (ir.Let, ir.Declare)):
-            names.add(s.var.name)
-    names.update(e.name for e in ir.walk_body_exprs(stmts) if isinstance(e, ir.Var))
-    return names
-
-
-def _rename_vars(stmts: tuple[ir.Stmt, ...], mapping: dict[str, str]) -> tuple[ir.Stmt, ...]:
-    def var(e: ir.Expr) -> ir.Expr:
-        return dataclasses.replace(e, name=mapping[e.name]) if isinstance(e, ir.Var) and e.name in mapping else e
-
-    def declared(stmts: tuple[ir.Stmt, ...]) -> tuple[ir.Stmt, ...]:  # the variables Let/Declare define
-        out: list[ir.Stmt] = []
-        for s in stmts:
-            if isinstance(s, (ir.Let, ir.Declare)):
-                s = dataclasses.replace(s, var=var(s.var))
-            elif isinstance(s, ir.If):
-                s = ir.If(s.cond, declared(s.then), declared(s.orelse))
-            out.append(s)
-        return tuple(out)
-
-    return declared(ir.rewrite_stmts(stmts, var))  # rewrite_stmts: the uses, through If branches
-
-
 def _loads(stmts: tuple[ir.Stmt, ...]) -> list[ir.Load]:
     return [e for e in ir.walk_body_exprs(stmts) if isinstance(e, ir.Load)]
 
@@ -105,8 +79,8 @@ def merge(a: ir.Kernel, b: ir.Kernel) -> ir.Kernel:
     with `a`'s, except the prologue values both compute alike: those are computed once."""
     shared = _shared_prologue(a, b)
     prologue_b = tuple(s for s in b.prologue if not (isinstance(s, ir.Let) and s.var.name in shared))
-    taken = _vars(a.all_stmts())
-    own = _vars(prologue_b + b.body)
+    taken = ir.variables(a.all_stmts())
+    own = ir.variables(prologue_b + b.body)
     mapping: dict[str, str] = {}
     for name in sorted((own & taken) - shared):
         new, n = f"{name}_b", 1
@@ -118,8 +92,8 @@ def merge(a: ir.Kernel, b: ir.Kernel) -> ir.Kernel:
     return dataclasses.replace(
         a,
         name=_merged_name(a.name, b.name),
-        prologue=a.prologue + _rename_vars(prologue_b, mapping),
-        body=a.body + _rename_vars(b.body, mapping),
+        prologue=a.prologue + ir.rename_vars(prologue_b, mapping),
+        body=a.body + ir.rename_vars(b.body, mapping),
         args=tuple(args.values()),
     )
 

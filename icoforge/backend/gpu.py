@@ -330,7 +330,7 @@ class GPUExecutor:
         started_at = time.time()
         yield_to_main_process()
         t0 = time.perf_counter()
-        tr, hit = translate(inp)
+        tr, hit = translate(inp, inline_policy=self.schedule.inline)
         timings = (("translate", time.perf_counter() - t0), ("translation_cache_hit", float(hit)))
         artifact = gpu_artifact(tr.program, self.vendor, self.schedule)
         return dataclasses.replace(artifact, timings=(*timings, ("started_at", started_at), ("finished_at", time.time())))

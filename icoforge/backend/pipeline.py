@@ -1,11 +1,12 @@
 """The compiler's passes, in order: kernel IR -> kernel IR, each a pure function.
 
     GTIR --GT4Py's passes--> GTIR --lower--> kernel IR
-         --forward--> --hoist-->                          (every target: `translate_passes`)
+         --forward--> --inline(policy)--> --hoist-->      (every target: `translate_passes`)
          --fuse--> plan(schedule) --per-launch hoist-->   (GPU targets: `gpu_passes`)
          --> printers (codegen/cpp.py, codegen/cuda.py), which print and do not transform
 
-The first two passes depend on nothing but the program; the translation cache keeps GT4Py's
+The first passes depend on the program and the schedule's inline policy (`ProgramSchedule.inline`,
+"auto" by default: the byte cost model of inline.py decides); the translation cache keeps GT4Py's
 passes only (seconds to minutes), these run on every build (milliseconds). The GPU passes depend
 on the schedule, which is consumed here once: `schedule.resolve` gives every kernel's launch
 (`KernelLaunch`), and the printers get the final IR together with those launches.
@@ -17,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from icoforge.backend import forward, hoist, ir
+from icoforge.backend import forward, hoist, inline, ir
 from icoforge.backend.fuse import fuse_kernels
 from icoforge.backend.schedule import KernelLaunch, ProgramSchedule, resolve
 
@@ -25,21 +26,32 @@ from icoforge.backend.schedule import KernelLaunch, ProgramSchedule, resolve
 @dataclasses.dataclass(frozen=True)
 class Pass:
     name: str
-    run: Callable[[ir.ProgramIR], ir.ProgramIR]
+    run: Callable[[ir.ProgramIR, str], ir.ProgramIR]  # (program, inline policy) -> program
     what: str
 
 
 TRANSLATE_PASSES = (
-    Pass("forward", forward.forward_copies, "copy forwarding: the copy kernels GT4Py's temporaries leave are gone"),
-    Pass("hoist", hoist.hoist_program, "neighbour indices and level-invariant values computed once per column"),
+    Pass("forward", lambda p, _: forward.forward_copies(p), "copy forwarding: the copy kernels GT4Py's temporaries leave are gone"),
+    Pass("inline", inline.inline_temporaries, "temporaries recomputed in their readers where that moves fewer bytes (compute_inline)"),
+    Pass("hoist", lambda p, _: hoist.hoist_program(p), "neighbour indices and level-invariant values computed once per column"),
 )
 
 
-def translate_passes(program: ir.ProgramIR) -> ir.ProgramIR:
+def translate_passes(program: ir.ProgramIR, inline_policy: str = "auto") -> ir.ProgramIR:
     """The passes every target runs, on the freshly lowered IR."""
     for p in TRANSLATE_PASSES:
-        program = p.run(program)
+        program = p.run(program, inline_policy)
     return program
+
+
+def inline_decisions(lowered: ir.ProgramIR, policy: str = "auto") -> tuple[inline.Decision, ...]:
+    """What the inline pass decides for each temporary of `lowered` (`icoforge explain` prints it)."""
+    program = lowered
+    for p in TRANSLATE_PASSES:
+        if p.name == "inline":
+            break
+        program = p.run(program, policy)
+    return inline.inline_with_decisions(program, policy)[1]
 
 
 def fuse(program: ir.ProgramIR, schedule: ProgramSchedule) -> ir.ProgramIR:
@@ -68,9 +80,10 @@ def gpu_passes(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: str) ->
 
 def stages(lowered: ir.ProgramIR, schedule: ProgramSchedule | None = None, vendor: str | None = None) -> list[tuple[str, str, ir.ProgramIR]]:
     """(pass, what it does, IR after it) from the lowered IR on; the GPU passes with a schedule."""
+    policy = schedule.inline if schedule is not None else "auto"
     out = [("lower", "GT4Py's GTIR after its passes, as kernel IR", lowered)]
     for p in TRANSLATE_PASSES:
-        out.append((p.name, p.what, p.run(out[-1][2])))
+        out.append((p.name, p.what, p.run(out[-1][2], policy)))
     if schedule is not None and vendor is not None:
         scheduled, final, _ = gpu_passes(out[-1][2], schedule, vendor)
         out.append(("fuse", "neighbouring kernels over one domain merged (schedule's `fuse`)", scheduled))

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 
 from icoforge.backend import ir
 from icoforge.backend.dtypes import ITEMSIZE
+from icoforge.backend.inline import POLICIES as INLINE_POLICIES
 from icoforge.errors import IcoforgeError
 
 MAX_THREADS_PER_BLOCK = 1024
@@ -187,8 +188,13 @@ class ProgramSchedule:
     # programs whose neighbouring same-domain map kernels are fused (icoforge.backend.fuse); "*":
     # every program. Per-kernel entries then name the fused kernels (`..._k3to5`).
     fuse: tuple[str, ...] = ()
+    # temporaries recomputed in their readers (icoforge.backend.inline, every target): "auto" (where
+    # the byte model says it moves fewer bytes), "all" (wherever legal) or "off"
+    inline: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.inline not in INLINE_POLICIES:
+            raise ScheduleError(f"inline: one of {', '.join(INLINE_POLICIES)}, got {self.inline!r}")
         for name in ("per_kernel", "per_program"):
             v = getattr(self, name)
             object.__setattr__(self, name, tuple(sorted((v.items() if isinstance(v, dict) else v))))
@@ -225,11 +231,13 @@ class ProgramSchedule:
             d["smem_limit_bytes"] = self.smem_limit_bytes
         if self.fuse:
             d["fuse"] = list(self.fuse)
+        if self.inline != "auto":
+            d["inline"] = self.inline
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> "ProgramSchedule":
-        unknown = set(d) - {"default", "per_kernel", "per_program", "smem_limit_bytes", "fuse"}
+        unknown = set(d) - {"default", "per_kernel", "per_program", "smem_limit_bytes", "fuse", "inline"}
         if unknown:
             raise ScheduleError(f"unknown program-schedule keys {sorted(unknown)}")
         return cls(
@@ -238,6 +246,7 @@ class ProgramSchedule:
             per_program={k: Schedule.from_json(s) for k, s in d.get("per_program", {}).items()},
             smem_limit_bytes=d.get("smem_limit_bytes"),
             fuse=d.get("fuse", ()),
+            inline=d.get("inline", "auto"),
         )
 
     def dumps(self) -> str:

@@ -108,13 +108,14 @@ class Translation:
     passes_cached: bool
 
 
-def translate(inp: definitions.CompilableProgramDef, use_cache: bool = True) -> tuple[Translation, bool]:
-    """GT4Py's passes (cached on disk: seconds to minutes) then our lowering (milliseconds, so it
-    is redone on every build and a change to the lowering never serves a stale translation)."""
+def translate(inp: definitions.CompilableProgramDef, use_cache: bool = True, inline_policy: str = "auto") -> tuple[Translation, bool]:
+    """GT4Py's passes (cached on disk: seconds to minutes) then our lowering and translation
+    passes (milliseconds, so they are redone on every build and a change to them never serves a
+    stale translation). `inline_policy`: `ProgramSchedule.inline`."""
     t0 = time.perf_counter()
     transformed, hit = cached_passes(inp) if use_cache else (gt4py_passes(inp.data, inp.args.offset_provider), False)
     t1 = time.perf_counter()
-    prog = pipeline.translate_passes(lower_gtir(inp, transformed))
+    prog = pipeline.translate_passes(lower_gtir(inp, transformed), inline_policy)
     if trace_dir := settings.current().trace:
         _trace_translation(trace_dir, inp, hit, t1 - t0, time.perf_counter() - t1)
     return Translation(prog, 0.0 if hit else t1 - t0, time.perf_counter() - t1, hit), hit
@@ -217,9 +218,11 @@ class CPUArtifact:
 
 @dataclasses.dataclass(frozen=True)
 class CPUExecutor:
-    """GT4Py executor for the C++/OpenMP target."""
+    """GT4Py executor for the C++/OpenMP target. Of a schedule it takes the inline policy only
+    (`ProgramSchedule.inline`): the C++ target has no launch layout."""
 
     use_translation_cache: bool = True
+    inline_policy: str = "auto"
 
     def __call__(self, inp: definitions.CompilableProgramDef) -> CPUArtifact:
         from icoforge.backend.build import build_cpu_module
@@ -228,7 +231,7 @@ class CPUExecutor:
         started_at = time.time()
         yield_to_main_process()
         t0 = time.perf_counter()
-        tr, hit = translate(inp, self.use_translation_cache)
+        tr, hit = translate(inp, self.use_translation_cache, self.inline_policy)
         t1 = time.perf_counter()
         name = module_name_for(tr.program)
         source = render_program_cpp(tr.program, name)

@@ -38,6 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="unified diff of the generated GPU code against this block (or 'NAME=VALUE;...' settings)")  # fmt: skip
     p.add_argument("--static", default="icon4py", choices=("icon4py", "none"),
                    help="compile-time scalars: icon4py = int and bool scalars, as `icoforge run` (default)")  # fmt: skip
+    p.add_argument("--inline", default="auto", choices=("auto", "all", "off"),
+                   help="temporaries recomputed in their readers: auto = where fewer bytes move (default), all, off")  # fmt: skip
     p.add_argument("--pager", action="store_true", help="page through the output (terminal only)")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="syntax highlighting (default: on a terminal)")
     p.set_defaults(func=cmd_explain)
@@ -109,7 +111,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         stages = list(STAGES)
     needs_grid = bool({"passes", "ir", "code", "pipeline"} & set(stages)) or args.diff is not None
     grid = _load_grid(args) if needs_grid else None
-    pages = explain(args.program, grid, args.target, stages, args.settings, args.diff, static_params=args.static)
+    pages = explain(args.program, grid, args.target, stages, args.settings, args.diff, static_params=args.static,
+                    inline_policy=args.inline)  # fmt: skip
     color = None if args.color == "auto" else args.color == "always"
     render(pages, color=color, pager=args.pager)
     return 0

@@ -131,10 +131,26 @@ def ir_text(pir: Any, costs: Any, schedules: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def gpu_schedule(target: str, settings: Iterable[str] = ()) -> Any:
+def gpu_schedule(target: str, settings: Iterable[str] = (), inline_policy: str = "auto") -> Any:
     from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
 
-    return ProgramSchedule(default=VENDOR_DEFAULTS[target].with_settings(list(settings)))
+    return ProgramSchedule(default=VENDOR_DEFAULTS[target].with_settings(list(settings)), inline=inline_policy)
+
+
+def inline_page(inp: Any, policy: str) -> Page:
+    """The inline pass's decision for every temporary GT4Py left (backend/inline.py)."""
+    from icoforge.backend import pipeline, workflow
+
+    lowered = workflow.lower_gtir(inp, workflow.cached_passes(inp)[0])
+    decisions = pipeline.inline_decisions(lowered, policy)
+    done = sum(d.inlined for d in decisions)
+    lines = [
+        "A temporary is recomputed in each reader (inlined) where that moves fewer field accesses than",
+        "storing it and reading it back; a field access over a kernel's domain counts 1 (0.1 without K).",
+        "",
+        *(d.describe() for d in decisions),
+    ]
+    return Page("ir", f"temporaries: {done} of {len(decisions)} inlined (inline={policy})", "\n".join(lines) if decisions else "(no temporaries)")
 
 
 def schedule_descriptions(pir: Any, target: str, schedule: Any) -> dict[str, str]:
@@ -208,6 +224,7 @@ def diff_page(pir: Any, target: str, settings: list[str], other: list[str]) -> P
 def explain(
     program: str, grid: Any = None, target: str = "cuda", stages: Iterable[str] = STAGES,
     settings: Iterable[str] = (), diff: str | None = None, seed: int = 0, static_params: str = "icon4py",
+    inline_policy: str = "auto",
 ) -> list[Page]:  # fmt: skip
     """Pages for `program`. `grid` (an icoforge grid) is needed from the "passes" stage on and for
     --diff; `settings` are schedule NAME=VALUE strings for the GPU pages; scalars (and the static
@@ -242,11 +259,17 @@ def explain(
     if "passes" in stages:
         pages.append(passes_page(inp, {n: sizes.scalars[n] for n in static_param_names(info, static_params)}))
     if needs_ir:
-        pir = workflow.translate(inp)[0].program
-        schedule = gpu_schedule(target, settings) if target != "cpp" else None
+        pir = workflow.translate(inp, inline_policy=inline_policy)[0].program
+        if target == "cpp":  # no launch layout; the inline policy still applies
+            from icoforge.backend.schedule import ProgramSchedule
+
+            schedule = ProgramSchedule(inline=inline_policy)
+        else:
+            schedule = gpu_schedule(target, settings, inline_policy)
         if "pipeline" in stages:
             pages.extend(pipeline_pages(inp, target, schedule))
         if "ir" in stages:
+            pages.append(inline_page(inp, inline_policy))
             costs = program_cost(pir, sizes)
             title = f"kernel IR ({len(pir.kernels())} kernels; costs on {grid.name}/{grid.num_levels} levels)"
             pages.append(Page("ir", title, ir_text(pir, costs, schedule_descriptions(pir, target, schedule))))

@@ -49,8 +49,8 @@ def _dace_gpu() -> Any:
 
 def _icoforge(target: str) -> Callable[[], Any]:
     def make() -> Any:
-        if target == "cpu":  # the C++ target has no schedule
-            return make_backend(target)
+        if target == "cpu":  # the C++ target takes only the schedule's inline policy
+            return make_backend(target, schedule=schedule_from_env("cuda") if settings.current().schedule else None)
         return make_backend(target, schedule=schedule_from_env(target.removeprefix("emulated-")))
 
     return make
