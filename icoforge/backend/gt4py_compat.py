@@ -12,6 +12,7 @@ checked here (and in gt4py_speedups.py, whose patches are on only for these vers
 | a program's compiled variants | `Program._compiled_programs` (`.compiled_programs`, `._compilation_jobs`, `._finish_compilation_job`) | `compiled_programs`, `finish_compilations` |
 | compilations in flight | `otf.compiled_program._ongoing_compilations` | `ongoing_compilations` |
 | eve's tree machinery (faster passes) | see gt4py_speedups.py | workflow.gt4py_passes |
+| GT4Py's passes one by one, stopped before the fusion loop | `iterator.transforms.*` (pass_manager's list), `pass_manager._process_symbolic_domains_option`, `fuse_as_fieldop._arg_inline_predicate` | gt4py_early.early_transforms |
 """
 
 from __future__ import annotations

@@ -15,9 +15,11 @@ becomes a `LazyField` (lower_values.py); where a kernel reads it, one of two thi
   kernel of its own over its inferred domain into temporaries, before the kernel that reads it;
   every later read loads the temporary. Scans are always stored.
 
-This reproduces GT4Py's fusion choices (FuseAsFieldOp's `_arg_inline_predicate`) per read instead
-of per argument, so no kernel here moves more bytes than GT4Py's fused kernel; what is stored can
-still be recomputed by icoforge's own pass with the byte cost model (inline.py).
+This is GT4Py's fusion choice (FuseAsFieldOp's `_arg_inline_predicate`) made per read instead of
+per argument: a field GT4Py would store because one reader shifts it is still recomputed where
+nothing stores it. What is stored is then icoforge's inline pass's to recompute (inline.py, the
+byte cost model). A field that is stored is loaded at the own point too (kernels are lowered
+again when a later read stores it). benchmarks/early-gtir-R2B3-10.md compares kernels and bytes.
 """
 
 from __future__ import annotations
