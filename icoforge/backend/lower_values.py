@@ -206,6 +206,8 @@ def binary(op: str, a: ir.Expr, b: ir.Expr) -> ir.Expr:
     if isinstance(a, ir.Const) and isinstance(b, ir.Const) and op in ("plus", "minus", "multiplies"):
         f = {"plus": lambda x, y: x + y, "minus": lambda x, y: x - y, "multiplies": lambda x, y: x * y}[op]
         return ir.Const(f(a.value, b.value), dtype)
+    if op in _ORDER and (folded := _infinite_bound(op, a, b)) is not None:
+        return folded
     if op in ("plus", "minus") and isinstance(b, ir.Const) and b.value == 0 and not dtype.startswith("float"):
         return a
     if op in ("and_", "or_"):
@@ -217,6 +219,21 @@ def binary(op: str, a: ir.Expr, b: ir.Expr) -> ir.Expr:
     if op == "plus" and isinstance(b, ir.Const) and isinstance(b.value, int) and b.value < 0:
         return ir.Binary("minus", a, ir.Const(-b.value, b.dtype), dtype)
     return ir.Binary(op, a, b, dtype)
+
+
+_ORDER = {"less": lambda x, y: x < y, "less_equal": lambda x, y: x <= y, "greater": lambda x, y: x > y, "greater_equal": lambda x, y: x >= y}
+
+
+def _infinite_bound(op: str, a: ir.Expr, b: ir.Expr) -> ir.Const | None:
+    """An integer compared with an infinite constant (early GTIR: `concat_where`'s open bounds,
+    `-inf <= k`; GT4Py's ConstantFolding removes them on the full path): always true or false."""
+    for x, y in ((a, b), (b, a)):
+        if isinstance(x, ir.Const) and isinstance(x.value, float) and x.value in (float("inf"), float("-inf")):
+            if not y.dtype.startswith(("int", "uint")):
+                return None
+            lhs, rhs = (x.value, 0) if x is a else (0, x.value)
+            return ir.Const(bool(_ORDER[op](lhs, rhs)), "bool")
+    return None
 
 
 def all_of(conds: tuple[ir.Expr, ...]) -> ir.Expr:
