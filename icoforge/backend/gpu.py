@@ -9,10 +9,11 @@ are reused across calls (no allocation per call once sizes are known).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,12 @@ def cupy_vendor() -> str | None:
         return None
 
 
+# Called around a launch as `observer(kernel, stream, launch)`: it must call `launch()` (no
+# arguments) once, and may do what it likes before and after (record events, read a clock).
+# `stream` is the runtime's stream, None for CuPy's current one.
+LaunchObserver = Callable[[Any, Any, Callable[[], None]], None]
+
+
 def _is_gt4py_field(x: Any) -> bool:
     """A GT4Py field: frozen (its array, strides and domain never change), so what is derived
     from it may be kept per object. A bare array's shape or strides may change in place."""
@@ -56,6 +63,9 @@ class Runtime:
         self.program = program_name
         self.pool: dict[str, Any] = {}
         self.stream = None  # a cupy.cuda.Stream to launch on; None: CuPy's current stream
+        # around every launch, the first outermost (timers attach here: perf.timing.KernelTimer,
+        # granule.instrument.DeviceBusy); a launch costs nothing more while the list is empty
+        self.observers: list[LaunchObserver] = []
         # id(GT4Py field) -> (weak reference, key, value) for `field` and `span`: icon4py passes the
         # same field objects step after step, and a field's array, strides and domain never change
         # (frozen); the weak reference tells a live entry from one whose id was reused
@@ -79,7 +89,7 @@ class Runtime:
             plan = self._plans.get(key)
             if plan is not None and plan.matches(args, self._pool_generation):
                 for kernel, grid, block, kargs in plan.launches:
-                    self.launch(kernel, grid, block, kargs)  # not _launch: a KernelTimer wraps launch
+                    self.launch(kernel, grid, block, kargs)  # not _launch: observers see replays too
                 return
         self._recording = []
         try:
@@ -223,7 +233,13 @@ class Runtime:
     def launch(self, kernel: Any, grid: tuple, block: tuple, args: tuple) -> None:
         if self._recording is not None:
             self._recording.append((kernel, grid, block, args))
-        self._launch(kernel, grid, block, args)
+        if not self.observers:
+            self._launch(kernel, grid, block, args)
+            return
+        go = functools.partial(self._launch, kernel, grid, block, args)
+        for observe in reversed(self.observers):
+            go = functools.partial(observe, kernel, self.stream, go)
+        go()
 
     def _launch(self, kernel: Any, grid: tuple, block: tuple, args: tuple) -> None:
         if self.stream is None:
@@ -372,4 +388,4 @@ def make_gpu_backend(target: str, schedule: ProgramSchedule | None = None):
     )
 
 
-__all__ = ["GPUArtifact", "GPUExecutor", "Runtime", "cupy_vendor", "gpu_artifact", "make_gpu_backend", "core_defs"]
+__all__ = ["GPUArtifact", "GPUExecutor", "LaunchObserver", "Runtime", "cupy_vendor", "gpu_artifact", "make_gpu_backend", "core_defs"]

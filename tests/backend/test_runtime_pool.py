@@ -139,3 +139,44 @@ def test_a_failing_call_records_nothing_and_replay_can_be_switched_off(monkeypat
     for _ in range(2):
         off.run(plan, (f, 6), {}, {"k": "kernel"})
     assert len(calls) == 2 and not off._plans
+
+
+def test_launch_observers_run_around_every_launch_replays_included():
+    """Timers attach to `Runtime.observers` (perf.timing.KernelTimer, granule DeviceBusy): each is
+    called around the launch, the first outermost, and sees replayed calls as the first one."""
+    import gt4py.next as gtx
+    from icon4py.model.common import dimension as dims
+
+    log: list = []
+
+    class Logging(EmulatedRuntime):
+        def _launch(self, kernel, grid, block, args):
+            log.append(("launch", kernel))
+
+    def observer(tag):
+        def observe(kernel, stream, launch):
+            log.append((f"{tag} before", kernel, stream))
+            launch()
+            log.append((f"{tag} after", kernel))
+
+        return observe
+
+    rt = Logging("p")
+    calls: list = []
+    plan = _recorder(rt, calls)
+    f = gtx.as_field([dims.CellDim, dims.KDim], np.zeros((6, 4)))
+    op = {}  # the same offset provider: the second call replays
+    rt.run(plan, (f, 6), op, {"k": "kernel"})
+    assert log == [("launch", "kernel")]  # no observer: the launch alone
+    outer, inner = observer("outer"), observer("inner")
+    rt.observers += [outer, inner]
+    for _ in range(2):  # the plan, then its replay
+        log.clear()
+        rt.run(plan, (f, 6), op, {"k": "kernel"})
+        expected = [("outer before", "kernel", None), ("inner before", "kernel", None), ("launch", "kernel")]
+        assert log == expected + [("inner after", "kernel"), ("outer after", "kernel")]
+    assert len(calls) == 1  # the second call was a replay
+    rt.observers.remove(outer)
+    log.clear()
+    rt.run(plan, (f, 6), op, {"k": "kernel"})
+    assert [e[0] for e in log] == ["inner before", "launch", "inner after"]
