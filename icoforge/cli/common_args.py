@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from icoforge.errors import IcoforgeError
+
 
 def schedule(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -17,3 +19,12 @@ def report_files(p: argparse.ArgumentParser, what: str = "report") -> None:
     """--json and --markdown: the report written to files besides the console's tables."""
     p.add_argument("--json", metavar="PATH", help=f"also write the {what} as JSON ('-' for stdout, no tables)")
     p.add_argument("--markdown", metavar="PATH", help=f"also write the {what} as Markdown (for benchmarks/)")
+
+
+def require_counts(args: argparse.Namespace, *names: str) -> None:
+    """Refuse a count option below 1 (--levels, --repeat, --steps, --jobs) before anything runs."""
+    for name in names:
+        value = getattr(args, name)
+        if value < 1:
+            what = "a positive number of levels" if name == "levels" else "at least 1"
+            raise IcoforgeError(f"--{name} must be {what}, got {value}")

@@ -12,6 +12,7 @@ import subprocess
 from rich.console import Console
 from rich.table import Table
 
+from icoforge.cli import common_args
 from icoforge.console import Col, StepProgress, fit_table, make_console
 from icoforge.errors import IcoforgeError
 
@@ -91,8 +92,7 @@ def _load_grid(args: argparse.Namespace):
     if args.program != "greenline":
         get_program(args.program)  # a misspelt name fails now, not after the grid is generated
 
-    if args.levels <= 0:
-        raise IcoforgeError(f"--levels must be a positive number of levels, got {args.levels}")
+    common_args.require_counts(args, "levels")
     return load_grid(args.grid, levels=args.levels)
 
 
@@ -121,8 +121,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_roofline(args: argparse.Namespace) -> int:
     from icoforge.perf.measure import measure, write_roofline
 
-    if args.repeat < 1:
-        raise IcoforgeError(f"--repeat must be at least 1, got {args.repeat}")
+    common_args.require_counts(args, "repeat")
     if args.program == "greenline":
         return cmd_roofline_greenline(args)
     console = make_console(wide=args.wide)
@@ -171,10 +170,7 @@ def _gpu_lock(args: argparse.Namespace, console: Console):
 def cmd_roofline_greenline(args: argparse.Namespace) -> int:
     from icoforge.perf.greenline import measure_greenline, write_greenline_roofline
 
-    if args.levels <= 0:
-        raise IcoforgeError(f"--levels must be a positive number of levels, got {args.levels}")
-    if args.steps < 1:
-        raise IcoforgeError(f"--steps must be at least 1, got {args.steps}")
+    common_args.require_counts(args, "levels", "steps")
     console = make_console(wide=args.wide)
     with StepProgress(console) as step:
         step("greenline roofline")

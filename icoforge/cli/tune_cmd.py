@@ -11,6 +11,7 @@ import pathlib
 
 from rich.console import Console
 
+from icoforge.cli import common_args
 from icoforge.console import Col, StepProgress, fit_table, make_console
 from icoforge.errors import IcoforgeError
 
@@ -54,10 +55,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from icoforge.suite import get_program
     from icoforge.tune import target_for_backend, tune_suite_program, write_schedule
 
-    if args.repeat < 1:
-        raise IcoforgeError("--repeat must be at least 1")
-    if args.jobs < 1:
-        raise IcoforgeError("--jobs must be at least 1")
+    common_args.require_counts(args, "repeat", "jobs")
     if not 0.0 <= args.min_gain < 1.0:
         raise IcoforgeError(f"--min-gain must be in [0, 1), got {args.min_gain}")
     target_for_backend(args.backend)  # clear errors before loading anything
