@@ -23,7 +23,8 @@ from gt4py.next.otf import definitions, stages
 
 from icoforge import settings
 from icoforge.backend import ir, pipeline
-from icoforge.backend.codegen.cuda import kernel_function_names, render_host_plan, render_module_gpu
+from icoforge.backend.codegen.cuda import kernel_function_names, render_module_gpu
+from icoforge.backend.codegen.host import render_host_plan
 from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
 from icoforge.backend.workflow import translate, yield_to_main_process
 from icoforge.errors import IcoforgeError
