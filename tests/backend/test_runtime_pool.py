@@ -180,3 +180,23 @@ def test_launch_observers_run_around_every_launch_replays_included():
     log.clear()
     rt.run(plan, (f, 6), op, {"k": "kernel"})
     assert [e[0] for e in log] == ["inner before", "launch", "inner after"]
+
+
+def test_bind_program_runs_the_host_plan_on_any_runtime():
+    """`gpu.bind_program`: the one way a GPU artifact becomes a callable once its kernels are
+    loaded (CuPy functions on a GPU; here a stand-in kernel on the emulation's runtime)."""
+    from icoforge.backend.gpu import GPUArtifact, bind_program
+
+    plan = "def launch(args, offset_provider, kernels, rt):\n    rt.launch(kernels['k'], (1, 1, 1), (1, 1, 1), args)\n"
+    art = GPUArtifact("p", "cuda", "", plan, ("k",), (), tuple_params=((1, 2),))
+    launched = []
+
+    class Logging(EmulatedRuntime):
+        def _launch(self, kernel, grid, block, args):
+            launched.append((kernel, args))
+
+    rt = Logging("p")
+    program = bind_program(art, {"k": "kernel"}, rt)
+    program(1, (2, 3), offset_provider={}, out=4)  # the tuple flattened, `out` last, as GT4Py passes them
+    assert launched == [("kernel", (1, 2, 3, 4))]
+    assert program.icoforge_runtime is rt and program.icoforge_artifact is art and program.icoforge_kernels == {"k": "kernel"}
