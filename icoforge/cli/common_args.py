@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from typing import Any
 
 from icoforge.errors import IcoforgeError
 
@@ -28,3 +30,10 @@ def require_counts(args: argparse.Namespace, *names: str) -> None:
         if value < 1:
             what = "a positive number of levels" if name == "levels" else "at least 1"
             raise IcoforgeError(f"--{name} must be {what}, got {value}")
+
+
+def options(cls: type, args: argparse.Namespace, **given: Any) -> Any:
+    """The dataclass `cls` (a command's options) from the parsed arguments: each field not `given`
+    takes the argument of its name (options and arguments are named alike)."""
+    taken = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if f.name not in given}
+    return cls(**taken, **given)

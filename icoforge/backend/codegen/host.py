@@ -15,6 +15,7 @@ values, so the perf models see the sizes the plan computes.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Mapping, Sequence
@@ -29,33 +30,22 @@ from icoforge.backend.schedule import KernelLaunch
 from icoforge.errors import IcoforgeError
 
 
-class names:  # noqa: N801 (a namespace of functions)
+@dataclasses.dataclass(frozen=True)
+class _Role:
+    prefix: str  # one lower-case letter
+
+    def __call__(self, symbol: str) -> str:
+        return f"{self.prefix}_{symbol}"
+
+
+class names:  # noqa: N801 (a namespace)
     """The plan's name for a program symbol in each role (see the module's docstring)."""
 
-    @staticmethod
-    def arg(symbol: str) -> str:
-        """The call's argument as passed (a field object, a scalar value)."""
-        return f"a_{symbol}"
-
-    @staticmethod
-    def scalar(symbol: str) -> str:
-        """A scalar's value, typed (NumPy scalar of its dtype)."""
-        return f"s_{symbol}"
-
-    @staticmethod
-    def view(symbol: str) -> str:
-        """An array's view: (pointer, strides...) as the kernels take it."""
-        return f"v_{symbol}"
-
-    @staticmethod
-    def ranges(symbol: str) -> str:
-        """An array's index range per dimension."""
-        return f"r_{symbol}"
-
-    @staticmethod
-    def targets(table: str) -> str:
-        """[lo, hi) of the indices a table's rows of the current kernel hold."""
-        return f"t_{table}"
+    arg = _Role("a")  # the call's argument as passed (a field object, a scalar value)
+    scalar = _Role("s")  # a scalar's value, typed (NumPy scalar of its dtype)
+    view = _Role("v")  # an array's view: (pointer, strides...) as the kernels take it
+    ranges = _Role("r")  # an array's index range per dimension
+    targets = _Role("t")  # [lo, hi) of the indices a table's rows of the current kernel hold
 
 
 class PyHostRenderer(ExprRenderer):
