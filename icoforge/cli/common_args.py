@@ -9,6 +9,12 @@ from typing import Any
 from icoforge.errors import IcoforgeError
 
 
+def grid(p: argparse.ArgumentParser, grid: str, levels: int) -> None:
+    """--grid and --levels with the command's defaults."""
+    p.add_argument("--grid", default=grid, help=f"grid preset or ICON NetCDF file (default {grid})")
+    p.add_argument("--levels", type=int, default=levels, help=f"vertical levels (default {levels})")
+
+
 def schedule(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--schedule", metavar="JSON|FILE",

@@ -27,8 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "the first/middle/last substep variants and every program inside the step."
         ),
     )
-    p.add_argument("--grid", default="R2B3", help="grid preset or ICON NetCDF file (default R2B3)")
-    p.add_argument("--levels", type=int, default=10, help="vertical levels (default 10)")
+    common_args.grid(p, "R2B3", 10)
     p.add_argument(
         "--backend", default="icoforge-cpu", help="backend to time; the reference of --verify (default icoforge-cpu)"
     )

@@ -17,17 +17,12 @@ from icoforge.console import Col, StepProgress, fit_table, make_console
 from icoforge.errors import IcoforgeError
 
 
-def _grid_args(p: argparse.ArgumentParser, grid: str, levels: int) -> None:
-    p.add_argument("--grid", default=grid, help=f"grid preset or ICON NetCDF file (default {grid})")
-    p.add_argument("--levels", type=int, default=levels, help=f"vertical levels (default {levels})")
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "explain", help="a program page by page: GT4Py source, GTIR, GTIR after passes, kernel IR with costs, generated code"
     )
     p.add_argument("program", help="program name (see `icoforge list`)")
-    _grid_args(p, "R2B3", 10)
+    common_args.grid(p, "R2B3", 10)
     p.add_argument("--target", default="cuda", choices=("cpp", "cuda", "hip"), help="generated code to show (default cuda)")
     p.add_argument(
         "--stage", action="append", default=[], metavar="STAGE",
@@ -53,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("program", help="program name (see `icoforge list`), or 'greenline' for the whole dycore step")
-    _grid_args(p, "R2B4", 80)
+    common_args.grid(p, "R2B4", 80)
     p.add_argument("--backend", default="icoforge-cpu", choices=("icoforge-cpu", "icoforge-cuda", "icoforge-hip"))
     p.add_argument("--out", default=None, help="PNG path (default roofline_<program>_<grid>_<levels>.png); a .md lands beside it")
     p.add_argument("--repeat", type=int, default=10,
@@ -76,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "profile", help="ncu / nsys / rocprof command line restricted to the program's kernels; --run runs it and parses the metrics"
     )
     p.add_argument("program", help="program name (see `icoforge list`)")
-    _grid_args(p, "R2B4", 80)
+    common_args.grid(p, "R2B4", 80)
     p.add_argument("--tool", required=True, choices=("ncu", "nsys", "rocprof"))
     p.add_argument("--backend", default=None, help="backend the profiled run uses (default icoforge-cuda, icoforge-hip for rocprof)")
     p.add_argument("--repeat", type=int, default=3, help="timed calls of the profiled run (default 3)")

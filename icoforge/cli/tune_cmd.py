@@ -31,8 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("programs", nargs="+", metavar="PROGRAM",
                    help="program name(s) (see `icoforge list`); several are tuned one after the other into one --out file")  # fmt: skip
-    p.add_argument("--grid", default="R2B4", help="grid preset or ICON NetCDF file (default R2B4)")
-    p.add_argument("--levels", type=int, default=80, help="vertical levels (default 80)")
+    common_args.grid(p, "R2B4", 80)
     p.add_argument("--backend", default="icoforge-cuda", choices=BACKENDS,
                    help="where to run: a GPU, or the CPU emulation of the GPU code (checks the search, times mean "
                    "nothing) (default icoforge-cuda)")  # fmt: skip
