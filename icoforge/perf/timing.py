@@ -254,21 +254,35 @@ def single_kernel_program(program: ir.ProgramIR, kernel: ir.Kernel) -> ir.Progra
     return ir.replace(program, steps=(kernel,))
 
 
-def cpu_kernel_callables(program: ir.ProgramIR, kernels: Sequence[str] | None = None) -> dict[str, Callable]:
-    """name -> callable(*positional_args, offset_provider=...) running that kernel alone."""
+def single_kernel_callables(
+    pairs: Iterable[tuple[ir.ProgramIR, ir.Kernel]], workers: int = 1, status: Callable[[str], None] = lambda _: None
+) -> dict[tuple[int, str], Callable]:
+    """(id(program), kernel name) -> callable(*positional_args, offset_provider=...) running that
+    kernel alone: one C++ module per distinct single-kernel program, built in `workers` threads
+    (each a compiler process) and cached on disk."""
     from icoforge.backend.build import build_cpu_module
     from icoforge.backend.codegen.cpp import render_program_cpp
     from icoforge.backend.workflow import CPUArtifact, module_name_for
 
-    out = {}
-    for k in program.kernels():
-        if kernels is not None and k.name not in kernels:
-            continue
+    sources: dict[str, tuple[str, str]] = {}  # module name -> (source, program name)
+    module_of: dict[tuple[int, str], str] = {}
+    for program, k in pairs:
         sub = single_kernel_program(program, k)
         name = module_name_for(sub)
-        so, _ = build_cpu_module(render_program_cpp(sub, name), name)
-        out[k.name] = CPUArtifact(str(so), name, program.name).load()
-    return out
+        module_of[(id(program), k.name)] = name
+        if name not in sources:
+            sources[name] = (render_program_cpp(sub, name), program.name)
+    status(f"building {len(sources)} single-kernel C++ modules")
+    with cf.ThreadPoolExecutor(max(1, min(len(sources), workers))) as pool:
+        built = dict(zip(sources, pool.map(lambda n: build_cpu_module(sources[n][0], n)[0], sources)))
+    loaded = {n: CPUArtifact(str(built[n]), n, sources[n][1]).load() for n in sources}
+    return {key: loaded[name] for key, name in module_of.items()}
+
+
+def cpu_kernel_callables(program: ir.ProgramIR, kernels: Sequence[str] | None = None) -> dict[str, Callable]:
+    """name -> callable(*positional_args, offset_provider=...) running that kernel alone."""
+    chosen = [(program, k) for k in program.kernels() if kernels is None or k.name in kernels]
+    return {name: fn for (_, name), fn in single_kernel_callables(chosen).items()}
 
 
 def time_cpu_kernels(
