@@ -27,8 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "the first/middle/last substep variants and every program inside the step."
         ),
     )
-    p.add_argument("--grid", default="R2B3", help="grid preset or ICON NetCDF file (default R2B3)")
-    p.add_argument("--levels", type=int, default=10, help="vertical levels (default 10)")
+    common_args.grid(p, "R2B3", 10)
     p.add_argument(
         "--backend", default="icoforge-cpu", help="backend to time; the reference of --verify (default icoforge-cpu)"
     )
@@ -117,23 +116,7 @@ def cmd_greenline(args: argparse.Namespace) -> int:
         from icoforge.suite.backends import use_schedule
 
         use_schedule(args.schedule)
-    opts = GreenlineOptions(
-        grid=args.grid,
-        levels=args.levels,
-        backends=tuple(dict.fromkeys([args.backend, *args.compare])),
-        steps=args.steps,
-        warmup=args.warmup,
-        profile_steps=args.profile_steps,
-        verify=args.verify,
-        rtol=args.rtol,
-        factory_backend=args.factory_backend,
-        seed=args.seed,
-        cold=args.cold,
-        only_used_variants=args.only_used_variants,
-        save_reference=args.save_reference,
-        reference_file=args.reference_file,
-        gpu_lock=args.gpu_lock,
-    )
+    opts = common_args.options(GreenlineOptions, args, backends=tuple(dict.fromkeys([args.backend, *args.compare])))
     json_only = args.json == "-"
     console = make_console(stderr=True, wide=args.wide) if json_only else make_console(wide=args.wide)
     if args.verify and len(opts.backends) < 2:

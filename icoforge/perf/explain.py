@@ -183,7 +183,8 @@ def code_pages(pir: Any, target: str, schedule: Any) -> list[Page]:
         for k in pir.kernels():
             pages.append(Page("code", f"C++ of {k.name}", render_kernel_cpp(k, pir), "cpp"))
         return pages
-    from icoforge.backend.codegen.cuda import render_host_plan, render_kernel_gpu
+    from icoforge.backend.codegen.cuda import render_kernel_gpu
+    from icoforge.backend.codegen.host import render_host_plan
     from icoforge.backend.pipeline import gpu_passes
 
     _, final, launches = gpu_passes(pir, schedule, target)

@@ -45,6 +45,16 @@ def test_the_emulated_space_leaves_out_shared_memory_staging():
     assert not any(s.smem_tables for s in candidates("cuda", "full", emulated=True).values())
 
 
+def test_a_candidate_id_names_its_knobs():
+    from icoforge.tune.space import knobs
+
+    assert knobs("block128x1_kpt4_idx32") == {"block": (128, 1), "k_per_thread": 4, "index_bits": 32}
+    assert knobs("idx_auto") == {"index_bits": "auto"} and knobs("smem_kpt2") == {"smem_tables": ("*",), "k_per_thread": 2}
+    assert candidates("hip", "full")["chiplet8"] == VENDOR_DEFAULTS["hip"].replace(chiplet_remap=True)
+    with pytest.raises(IcoforgeError, match="no knob is named 'kpt'"):
+        knobs("block32x8_kpt")
+
+
 def test_unknown_space_or_vendor_is_refused():
     with pytest.raises(IcoforgeError, match="search space"):
         candidates("cuda", "huge")
