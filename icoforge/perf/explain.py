@@ -146,7 +146,9 @@ def inline_page(inp: Any, policy: str) -> Page:
     done = sum(d.inlined for d in decisions)
     lines = [
         "A temporary is recomputed in each reader (inlined) where that moves fewer field accesses than",
-        "storing it and reading it back; a field access over a kernel's domain counts 1 (0.1 without K).",
+        "storing it and reading it back (an access over a kernel's domain counts 1; 0.1 for a field over",
+        "points or levels only), unless that lost time on the H200: recomputing inside a scan, or",
+        "gathering a neighbour reduction again at every neighbour.",
         "",
         *(d.describe() for d in decisions),
     ]
