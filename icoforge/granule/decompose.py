@@ -50,12 +50,14 @@ LOCAL_RANK_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_
 
 def mpi_available() -> str | None:
     """None if mpi4py imports and finds an MPI library; else why not (one line)."""
+    import importlib.util
+
+    if importlib.util.find_spec("mpi4py") is None:
+        return "mpi4py is not installed: `pip install -e '.[mpi]'` (make setup), and an MPI (Debian: openmpi-bin libopenmpi-dev)"
     try:
         from mpi4py import MPI  # noqa: F401  (initialises MPI: call only where ranks are wanted)
-    except ImportError as e:
-        return f"mpi4py is not installed ({e}); `pip install mpi4py` and an MPI (Debian: openmpi-bin libopenmpi-dev)"
-    except RuntimeError as e:  # mpi4py without a loadable libmpi
-        return f"mpi4py cannot load an MPI library: {e}"
+    except (ImportError, RuntimeError) as e:  # mpi4py without a loadable libmpi
+        return f"mpi4py cannot load an MPI library ({type(e).__name__}: {e}); Debian: apt-get install openmpi-bin libopenmpi-dev"
     return None
 
 
