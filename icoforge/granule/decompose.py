@@ -6,7 +6,7 @@ One rank's view of a global grid:
   node-local rank (for one GPU per rank). mpi4py is imported here, never at module import.
 - `cell_partition(grid, ranks)`: which rank owns each cell. icon4py's `MetisDecomposer` (pymetis)
   on the cell-to-cell table when pymetis is installed; otherwise `bfs_partition`, cells in
-  breadth-first order from cell 0 cut into equal runs (compact, connected pieces; no dependency).
+  breadth-first order from cell 0 cut into equal runs (compact pieces, no dependency).
   Every rank computes it from the same table, so every rank gets the same answer.
 - `load_local_grid(grid, props, partition)`: icon4py's `GridManager` run with that partition as
   its decomposer: `IconLikeHaloConstructor` builds ICON's halo (two cell lines, edges and vertices
@@ -99,7 +99,8 @@ def local_rank_from_environment() -> int | None:
 
 def bfs_partition(c2e2c: np.ndarray, ranks: int) -> np.ndarray:
     """Cells in breadth-first order from cell 0 (neighbours in table order), cut into `ranks`
-    runs of equal length: rank r owns run r. Deterministic; pieces are connected on a connected grid."""
+    runs of equal length: rank r owns run r. Deterministic; a piece is a band of BFS layers (it
+    may fall apart at the cut; the halo construction does not need connected pieces)."""
     n = c2e2c.shape[0]
     order = np.empty(n, dtype=np.int64)
     seen = np.zeros(n, dtype=bool)
