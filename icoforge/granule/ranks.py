@@ -103,10 +103,18 @@ class LocalPart:
     global_state: dict[str, np.ndarray]
 
 
+def quiet_barrier(comm: Any, poll_s: float = 0.05) -> None:
+    """A barrier that sleeps while it waits: MPI's own spins on a core, which a rank compiling
+    alone (rank 0 filling the caches, or building the single-rank reference) needs on a small host."""
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(poll_s)
+
+
 def _in_turn(props: decompose.RankProperties, work: Callable[[], Any]) -> Any:
     """`work()` on rank 0 first (it fills the caches), then on the other ranks together."""
     result = work() if props.rank == 0 else None
-    props.comm.Barrier()
+    quiet_barrier(props.comm)
     return result if props.rank == 0 else work()
 
 
@@ -160,7 +168,7 @@ def verify_against_one_rank(
             f"{g.name} on {local.props.comm_size} ranks", gathered, f"{g.name} on 1 rank", reference, opts.rtol
         )
         del whole
-    local.props.comm.Barrier()
+    quiet_barrier(local.props.comm)
     return comparison
 
 
@@ -215,7 +223,7 @@ def run_backend(name: str, local: LocalPart, opts: RanksOptions, progress: Progr
     g.setup(progress)
     log(f"{name}: rank 0 set up in " + ", ".join(f"{k} {v:.1f} s" for k, v in g.result.setup_s.items())
         + f"; halo exchange: {g.exchange_used}")  # fmt: skip
-    local.props.comm.Barrier()
+    quiet_barrier(local.props.comm)
     comparison = verify_against_one_rank(g, local, opts, progress) if opts.verify else None
     timings = time_ranked(g, opts, progress)
     ranks = local.props.comm.gather(_rank_summary(g, local, timings), root=0)
