@@ -204,6 +204,24 @@ def load_local_grid(grid: Any, props: RankProperties, partition: np.ndarray, all
     return manager
 
 
+def device_icon_grid(icon_grid: Any, xp: Any = None) -> Any:
+    """The rank's icon4py grid with its neighbour tables copied to the GPU (`xp`: CuPy by default),
+    everything else (sizes, zone bounds) the host grid's: GT4Py's GPU backends need device tables.
+    The halo construction is not run again (icon4py's runs its per-index loops on host arrays)."""
+    import gt4py.next as gtx
+
+    if xp is None:
+        import cupy as xp
+    tables = {}
+    for name, conn in icon_grid.connectivities.items():
+        if hasattr(conn, "ndarray"):
+            conn = gtx.as_connectivity(
+                domain=conn.domain.dims, codomain=conn.codomain, data=xp.asarray(conn.ndarray), skip_value=conn.skip_value
+            )
+        tables[name] = conn
+    return dataclasses.replace(icon_grid, connectivities=tables)
+
+
 @dataclasses.dataclass(frozen=True)
 class LocalIndices:
     """Global index of every local point per horizontal dimension (owned points first, then the

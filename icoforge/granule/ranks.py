@@ -74,17 +74,10 @@ class RankGranule(Granule):
         self.exchange = self.timed_exchange
 
     def granule_grid(self) -> GranuleGrid:
-        if not self.gpu:
-            return GranuleGrid(self.local.grid.name, self.local.grid.icon_grid, False)
-        import gt4py.next as gtx
-        from gt4py.next import custom_layout_allocators as allocators
-
-        # the same partition again, tables on the device (GT4Py's GPU backends need them there)
-        manager = decompose.load_local_grid(
-            self.local.global_grid, self.local.props, self.local.partition,
-            allocator=allocators.device_allocators[gtx.DeviceType.CUDA],
-        )  # fmt: skip
-        return GranuleGrid(self.local.grid.name, manager.grid, True)
+        icon_grid = self.local.grid.icon_grid
+        if self.gpu:  # GT4Py's GPU backends need the neighbour tables on the device
+            icon_grid = decompose.device_icon_grid(icon_grid)
+        return GranuleGrid(self.local.grid.name, icon_grid, self.gpu)
 
 
 @dataclasses.dataclass

@@ -114,6 +114,27 @@ def test_one_gpu_per_rank_device_selection(monkeypatch):
         decompose.select_device(0, n_gpus=0)
 
 
+def test_device_grid_copies_only_the_tables(tiny_grid):
+    copies = []
+
+    class Xp:  # CuPy's asarray, on the host
+        @staticmethod
+        def asarray(a):
+            copies.append(a.shape)
+            return np.array(a, copy=True)
+
+    host = tiny_grid.icon_grid
+    dev = decompose.device_icon_grid(host, Xp)
+    assert len(copies) == sum(hasattr(c, "ndarray") for c in host.connectivities.values()) > 10
+    for name, conn in host.connectivities.items():
+        if hasattr(conn, "ndarray"):
+            assert dev.connectivities[name].ndarray is not conn.ndarray
+            assert np.array_equal(dev.connectivities[name].ndarray, conn.ndarray)
+            assert dev.connectivities[name].skip_value == conn.skip_value
+    assert (dev.num_cells, dev.num_edges, dev.num_levels) == (host.num_cells, host.num_edges, host.num_levels)
+    assert dev.start_index is host.start_index and dev.end_index is host.end_index
+
+
 def test_local_rank_from_the_launcher(monkeypatch):
     for name in decompose.LOCAL_RANK_VARIABLES:
         monkeypatch.delenv(name, raising=False)
