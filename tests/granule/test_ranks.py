@@ -163,6 +163,22 @@ def test_ranks_launcher_command(monkeypatch):
         assert "OMP_NUM_THREADS" in env
 
 
+def test_ranks_mode_is_chosen_from_flag_and_launcher(monkeypatch):
+    import argparse
+
+    from icoforge.cli import ranks_cmd
+
+    for name in ranks_cmd.WORLD_SIZE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    assert ranks_cmd.world_size() is None
+    assert not ranks_cmd.wanted(argparse.Namespace(ranks=None))  # plain greenline
+    assert ranks_cmd.wanted(argparse.Namespace(ranks=2))
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "4")  # started by mpirun -n 4 without --ranks
+    assert ranks_cmd.world_size() == 4 and ranks_cmd.wanted(argparse.Namespace(ranks=None))
+    with pytest.raises(Exception, match="--ranks 2, but MPI started 4 ranks"):
+        ranks_cmd.run(argparse.Namespace(ranks=2))
+
+
 # --- under mpirun ----------------------------------------------------------------------------------
 
 
