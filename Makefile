@@ -18,7 +18,8 @@ export PYTHONUNBUFFERED := 1
 PYTEST := $(BIN)/python -m pytest --durations=15
 
 # GHEX 0.9.0 (icon4py's halo exchange for --ranks) is a source package on PyPI: cmake + MPI + Boost
-# headers, a few minutes on 2 cores. Without it --ranks uses icoforge's mpi4py exchange.
+# headers; 32 min on the shared 2-core dev VM at load 10-16 (2026-12-01). Without it --ranks uses
+# icoforge's mpi4py exchange.
 GHEX_VERSION ?= 0.9.0
 
 .PHONY: setup setup-ghex demo test test-slow verify-all references test-references gpu-check hpc-references clean
