@@ -257,16 +257,41 @@ def _restrict(a: Array, idx: LocalIndices, name: str) -> Array:
     return Array(a.dims, a.origin, np.ascontiguousarray(a.values[idx.global_index[a.dims[0]]]))
 
 
-def local_static_fields(static: StaticFields, idx: LocalIndices) -> StaticFields:
-    """The global static fields at this rank's points; the cell owner mask is this rank's."""
+def mask_prog_halo_c(icon_grid: Any) -> np.ndarray:
+    """icon4py's MASK_PROG_HALO_C of a rank's grid: on the halo cells ([HALO, END) of the cell
+    zones) True unless the cell is in the lateral boundary (refin_ctrl 1..4), False elsewhere, as
+    the metrics factory computes it. It depends on the decomposition: on one rank the halo is
+    empty and the mask False everywhere, so the global field cannot be restricted. Read by
+    `update_theta_and_exner_in_halo` after the last exchange of a substep: with False on halo
+    cells it recomputes exner there from rho and exner (the lateral-boundary formula) and the
+    halo's exner and theta_v are wrong from the second substep on."""
+    from icon4py.model.common import dimension as dims
+    from icon4py.model.common.grid import horizontal as h_grid
+    from icon4py.model.common.utils import data_allocation as data_alloc
+
+    refin = np.asarray(data_alloc.as_numpy(icon_grid.refinement_control[dims.CellDim].ndarray))
+    cells = h_grid.domain(dims.CellDim)
+    start, end = int(icon_grid.start_index(cells(h_grid.Zone.HALO))), int(icon_grid.end_index(cells(h_grid.Zone.END)))
+    mask = np.zeros(icon_grid.num_cells, dtype=bool)
+    mask[start:end] = ~((refin[start:end] >= 1) & (refin[start:end] <= 4))
+    return mask
+
+
+def local_static_fields(static: StaticFields, idx: LocalIndices, icon_grid: Any = None) -> StaticFields:
+    """The global static fields at this rank's points. The fields that depend on the
+    decomposition are the rank's own: the cell owner mask, and (given the rank's `icon_grid`)
+    `mask_prog_halo_c`."""
     geometry = {k: _restrict(v, idx, k) for k, v in static.geometry.items()}
     if "cell_owner_mask" in geometry:
         geometry["cell_owner_mask"] = Array(("CellDim",), (0,), idx.owned["CellDim"].copy())
+    metrics = {k: _restrict(v, idx, k) for k, v in static.metrics.items()}
+    if icon_grid is not None and "mask_prog_halo_c" in metrics:
+        metrics["mask_prog_halo_c"] = Array(("CellDim",), (0,), mask_prog_halo_c(icon_grid))
     return dataclasses.replace(
         static,
         geometry=geometry,
         interpolation={k: _restrict(v, idx, k) for k, v in static.interpolation.items()},
-        metrics={k: _restrict(v, idx, k) for k, v in static.metrics.items()},
+        metrics=metrics,
     )
 
 

@@ -133,7 +133,7 @@ def prepare(opts: RanksOptions, props: decompose.RankProperties, progress: Progr
     local_grid = Grid(grid.name, grid.path, manager)
     return LocalPart(
         props=props, global_grid=grid, partition=partition, manager=manager, grid=local_grid, idx=idx,
-        static=decompose.local_static_fields(static, idx), state=decompose.local_state(state, idx),
+        static=decompose.local_static_fields(static, idx, manager.grid), state=decompose.local_state(state, idx),
         global_static=static, global_state=state,
     )  # fmt: skip
 
