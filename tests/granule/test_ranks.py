@@ -103,6 +103,20 @@ def test_local_fields_are_the_global_ones_at_the_rank_points():
         decompose.local_static_fields(shifted, idx)
 
 
+def test_mask_prog_halo_c_is_true_on_the_rank_halo():
+    from icon4py.model.common import dimension as dims
+    from icon4py.model.common.grid import horizontal as h_grid
+
+    refin = np.array([0, 0, 0, 0, 2, 0, 0])  # 4 owned cells, 3 halo cells, one in the lateral boundary
+    bounds = {h_grid.Zone.HALO: 4, h_grid.Zone.END: 7}
+    grid = types.SimpleNamespace(
+        num_cells=7,
+        refinement_control={dims.CellDim: types.SimpleNamespace(ndarray=refin)},
+        start_index=lambda d: bounds[d.zone], end_index=lambda d: bounds[d.zone],
+    )  # fmt: skip
+    assert decompose.mask_prog_halo_c(grid).tolist() == [False] * 4 + [False, True, True]
+
+
 def test_one_gpu_per_rank_device_selection(monkeypatch):
     used = []
     fake = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=lambda i: types.SimpleNamespace(use=lambda: used.append(i))))
