@@ -100,10 +100,11 @@ for f in files:
         v = b["verification"]
         verdict = "-" if v is None else ("PASS" if v["passed"] else "FAIL") + f" {max(v['worst_rel'].values()):.1e}"
         rows.append((b["backend"], r["ranks"], b["dycore_step_ms"], ex, ex / b["dycore_step_ms"], verdict,
-                     max(x["points"]["cells"]["owned"] + x["points"]["cells"]["halo"] for x in b["ranks"])))
-print(f"{'backend':<14} {'ranks':>5} {'step ms':>9} {'exch ms/step':>12} {'share':>6} {'cells/rank':>10}  vs 1 rank")
-for b, n, s, e, sh, v, c in sorted(rows):
-    print(f"{b:<14} {n:>5} {s:>9.2f} {e:>12.2f} {sh:>6.1%} {c:>10}  {v}")
+                     max(x["points"]["cells"]["owned"] + x["points"]["cells"]["halo"] for x in b["ranks"]),
+                     b["ranks"][0]["exchange"].split(" ")[0]))
+print(f"{'backend':<14} {'ranks':>5} {'step ms':>9} {'exch ms/step':>12} {'share':>6} {'cells/rank':>10} {'exchange':>8}  vs 1 rank")
+for b, n, s, e, sh, v, c, x in sorted(rows):
+    print(f"{b:<14} {n:>5} {s:>9.2f} {e:>12.2f} {sh:>6.1%} {c:>10} {x:>8}  {v}")
 EOF
 stop_bg $SNAP
 tar czf $OUT/all.tgz -C $W .
