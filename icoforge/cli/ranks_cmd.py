@@ -91,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
             raise IcoforgeError("--ranks must be a positive number of ranks")
         if args.cli_argv is None:
             raise IcoforgeError("--ranks outside MPI needs the command line (run `icoforge greenline --ranks N ...`)")
+        from icoforge.granule.backends import check_name
+
+        for name in (args.backend, *args.compare, args.factory_backend):
+            check_name(name)  # a typo fails here, not in N processes after mpirun started
         argv = list(args.cli_argv) + ([] if sys.stdout.isatty() else ["--progress-lines"])
         cmd, env = launch_command(args, argv)
         print("icoforge: " + shlex.join(cmd), file=sys.stderr, flush=True)
@@ -129,9 +133,10 @@ def _run_rank(args: argparse.Namespace) -> int:
     except BaseException as e:  # one rank failing must not leave the others waiting forever
         print(f"icoforge: rank {props.rank}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         if props.comm_size > 1:
-            import traceback
+            if not isinstance(e, IcoforgeError):  # a bug, not bad input: where it happened
+                import traceback
 
-            traceback.print_exc()
+                traceback.print_exc()
             props.comm.Abort(1)
         raise
     if report is None:
