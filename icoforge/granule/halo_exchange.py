@@ -46,9 +46,7 @@ def ghex_available() -> str | None:
 
 
 def _dim_name(dim: Any) -> str:
-    for name in HORIZONTAL:
-        if getattr(dim, "value", None) == name.removesuffix("Dim") or str(getattr(dim, "value", "")) == name:
-            return name
+    """icon4py's dimension object -> "CellDim" / "EdgeDim" / "VertexDim"."""
     from icon4py.model.common import dimension as dims
 
     for name in HORIZONTAL:
@@ -80,7 +78,6 @@ class MpiHaloExchange:
         gidx, owned = idx.global_index[dim], idx.owned[dim]
         # every rank's owned global indices -> the owner of each of my halo points
         all_owned = self.comm.allgather(gidx[owned])
-        owner_of: dict[int, int] = {}
         halo_local = np.flatnonzero(~owned)
         halo_global = gidx[halo_local]
         owners = np.full(halo_global.shape, -1, dtype=np.int64)
@@ -95,7 +92,6 @@ class MpiHaloExchange:
         if (owners < 0).any():
             missing = halo_global[owners < 0][:5]
             raise IcoforgeError(f"{dim}: halo points without an owner on another rank (global {missing.tolist()} ...)")
-        del owner_of
         # ask each owner for my halo points (global indices, in my receive order)
         requests = [halo_global[owners == r] for r in range(self.props.comm_size)]
         self.recvs[dim] = [(r, halo_local[owners == r]) for r in range(self.props.comm_size) if (owners == r).any()]
