@@ -10,7 +10,7 @@ import sys
 
 from rich.console import Console
 
-from icoforge.cli import common_args, pymode
+from icoforge.cli import common_args, pymode, ranks_cmd
 from icoforge.console import StepProgress, make_console
 
 
@@ -42,8 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--rtol",
         type=float,
-        default=DEFAULT_RTOL,
-        help=f"--verify tolerance on max|a-b|/max|ref| (default {DEFAULT_RTOL:g})",
+        default=None,
+        help=f"--verify tolerance on max|a-b|/max|ref| (default {DEFAULT_RTOL:g}; with --ranks 1e-12)",
     )
     p.add_argument(
         "--factory-backend", default=DEFAULT_FACTORY_BACKEND,
@@ -73,6 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     common_args.schedule(p)
     common_args.report_files(p)
     _latest_arguments(p)
+    ranks_cmd.add_arguments(p)
     p.set_defaults(func=cmd_greenline)
 
     m = subparsers.add_parser(
@@ -110,12 +111,15 @@ def _latest_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_greenline(args: argparse.Namespace) -> int:
     from icoforge.granule.greenline import GreenlineOptions, run_greenline
+    from icoforge.granule.verify import DEFAULT_RTOL
 
     pymode.ensure(args.python_mode, args.cli_argv)  # before anything is imported or compiled
     if args.schedule:
         from icoforge.suite.backends import use_schedule
 
         use_schedule(args.schedule)
+    if ranks_cmd.wanted(args):  # decomposed over MPI ranks (starts mpirun outside MPI)
+        return ranks_cmd.run(args)
     opts = common_args.options(GreenlineOptions, args, backends=tuple(dict.fromkeys([args.backend, *args.compare])))
     json_only = args.json == "-"
     console = make_console(stderr=True, wide=args.wide) if json_only else make_console(wide=args.wide)
