@@ -137,8 +137,9 @@ def gpu_schedule(target: str, settings: Iterable[str] = (), inline_policy: str =
     return ProgramSchedule(default=VENDOR_DEFAULTS[target].with_settings(list(settings)), inline=inline_policy)
 
 
-def inline_page(inp: Any, policy: str) -> Page:
-    """The inline pass's decision for every temporary GT4Py left (backend/inline.py)."""
+def inline_page(inp: Any, policy: str) -> Page | None:
+    """The inline pass's decision for every temporary GT4Py left (backend/inline.py); None
+    without temporaries."""
     from icoforge.backend import pipeline, workflow
 
     lowered = workflow.lower_gtir(inp, workflow.cached_passes(inp)[0])
@@ -152,7 +153,9 @@ def inline_page(inp: Any, policy: str) -> Page:
         "",
         *(d.describe() for d in decisions),
     ]
-    return Page("ir", f"temporaries: {done} of {len(decisions)} inlined (inline={policy})", "\n".join(lines) if decisions else "(no temporaries)")
+    if not decisions:
+        return None
+    return Page("ir", f"temporaries: {done} of {len(decisions)} inlined (inline={policy})", "\n".join(lines))
 
 
 def schedule_descriptions(pir: Any, target: str, schedule: Any) -> dict[str, str]:
@@ -272,10 +275,12 @@ def explain(
         if "pipeline" in stages:
             pages.extend(pipeline_pages(inp, target, schedule))
         if "ir" in stages:
-            pages.append(inline_page(inp, inline_policy))
             costs = program_cost(pir, sizes)
             title = f"kernel IR ({len(pir.kernels())} kernels; costs on {grid.name}/{grid.num_levels} levels)"
             pages.append(Page("ir", title, ir_text(pir, costs, schedule_descriptions(pir, target, schedule))))
+            decisions = inline_page(inp, inline_policy)
+            if decisions is not None:  # programs GT4Py left temporaries in
+                pages.append(decisions)
         if "code" in stages:
             pages.extend(code_pages(pir, target, schedule))
         if diff is not None:
