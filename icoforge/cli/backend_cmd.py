@@ -23,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--levels", type=int, default=10)
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes for GT4Py's passes")
     p.add_argument("--out", help="write the register/spill table (Markdown) here")
+    p.add_argument("--compilers", default="", help="comma list of nvcc, hipcc, hip-on-cuda (the HIP source with nvcc "
+                   "through the HIP-on-CUDA header); default: nvcc and hipcc, whichever is installed")
     p.set_defaults(func=gpu_check)
 
     v = sub.add_parser("verify-all", help="every program: icoforge-cpu vs a GT4Py backend, whole outputs compared")
@@ -59,7 +61,8 @@ def gpu_check(args) -> int:
             if r.error or r.spill_stores or r.spill_loads:
                 bad.append(r)
 
-        rows = compile_all(names, args.grid, args.levels, args.jobs, on_row)
+        compilers = tuple(c for c in args.compilers.split(",") if c) or None
+        rows = compile_all(names, args.grid, args.levels, args.jobs, on_row, compilers)
     header = (
         f"# GPU compile check, {datetime.date.today()}\n\nGrid {args.grid}, {args.levels} levels, default schedules; "
         f"host {platform.node() or 'unknown'}; {len(names)} programs, {len({(r.program, r.kernel) for r in rows})} kernels."
