@@ -148,6 +148,7 @@ BACKEND_FACTORIES: dict[str, Callable[[], Any]] = {
     "icoforge-hip-on-cuda": _icoforge("hip-on-cuda"),
     # the CUDA code and host plan run by CPU emulation: slow, for checking the GPU path without a GPU
     "icoforge-emulated-cuda": _icoforge("emulated-cuda"),
+    "icoforge-emulated-hip": _icoforge("emulated-hip"),
     "roundtrip": _roundtrip("default"),
     "roundtrip_gtir": _roundtrip("gtir"),
     "roundtrip-passes": _cached_passes_roundtrip,

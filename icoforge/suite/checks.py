@@ -3,7 +3,8 @@
 * `compile_all`: generate CUDA and HIP for every program and compile with nvcc (sm_90) and hipcc
   (gfx90a), and the HIP source with nvcc through the HIP-on-CUDA header ("hip-on-cuda");
   registers, spills and shared memory per kernel. Needs no GPU.
-* `verify_all`: every program on the CPU target against a GT4Py backend on real inputs.
+* `verify_all`: every program on the CPU target (or another backend, e.g. the HIP source on an
+  NVIDIA GPU) against a GT4Py backend (or icoforge-cpu) on real inputs.
 Both run GT4Py's passes first, in parallel processes (they dominate the time).
 """
 
@@ -122,12 +123,12 @@ class VerifyRow:
     detail: str = ""
 
 
-def verify_one(name: str, grid_name: str, levels: int, reference: str, seed: int) -> VerifyRow:
+def verify_one(name: str, grid_name: str, levels: int, reference: str, seed: int, backend: str = "icoforge-cpu") -> VerifyRow:
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread per worker: the workers fill the cores
     t0 = time.perf_counter()
     try:
         g = load_grid(grid_name, levels=levels, show_progress=False)
-        res = verify(get_program(name), "icoforge-cpu", reference, g, seed=seed)
+        res = verify(get_program(name), backend, reference, g, seed=seed)
         return VerifyRow(name, "PASS" if res.passed else "FAIL", res.max_rel_err, time.perf_counter() - t0,
                          "" if res.passed else res.summary()[-600:])  # fmt: skip
     except Exception as e:
