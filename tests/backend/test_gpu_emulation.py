@@ -104,3 +104,24 @@ def test_every_program_cuda_smem(name, grid):
     """Every program with every table it reads by its own row staged in shared memory (kernels
     without such a table are plain; the comparison holds either way)."""
     check(name, "cuda", SMEM.replace(k_per_thread=2, index_bits="auto"), grid)
+
+
+def test_verify_all_checks_another_backend_with_its_schedule(tmp_path, grid, monkeypatch, capsys):
+    """`icoforge verify-all --backend B --reference R --schedule S --seed N` (what
+    scripts/device/hip_on_cuda.sh runs with icoforge-hip-on-cuda on the H200), here with the HIP
+    code emulated on the CPU: the table names the pair and the schedule and ends in "1 of 1"."""
+    from icoforge.cli.main import main
+
+    monkeypatch.setenv("ICOFORGE_SCHEDULE", "")  # --schedule exports it: undone after the test
+    out = tmp_path / "verify.md"
+    sched = '{"default": {"block": [256, 1], "smem_tables": ["*"], "chiplet_remap": true}}'
+    argv = ["verify-all", "--programs", "mo_math_divrot_rot_vertex_ri_dsl", "--grid", "R2B3", "--levels", "10",
+            "--backend", "icoforge-emulated-hip", "--reference", "icoforge-cpu", "--seed", "5", "--jobs", "1",
+            "--schedule", sched, "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0, out.read_text()
+    text = out.read_text()
+    assert "# verify-all: icoforge-emulated-hip vs icoforge-cpu" in text and sched in text and "inputs of seed 5" in text
+    assert text.rstrip().endswith("1 of 1 passed (0 not run yet).")
+    capsys.readouterr()
+    assert main([*argv[:8], "icoforge-hip-on-cud", *argv[9:]]) != 0  # a misspelt backend: refused before any work
+    assert "icoforge-hip-on-cud" in capsys.readouterr().err
