@@ -13,7 +13,9 @@
 # 1. The greenline once without a tool: grid, static fields, GT4Py passes, g++ and NVRTC builds go
 #    into the caches (ICOFORGE_CACHE, CuPy's kernel cache), so the runs under the tools only load.
 # 2. Under compute-sanitizer, each a whole process (CuPy's memory pools off: every field and
-#    temporary its own allocation, so memcheck and initcheck see its bounds), in this order:
+#    temporary its own allocation, so memcheck and initcheck see its bounds; only the main process
+#    is tracked: it launches every kernel, its children compile and compute static fields on the
+#    CPU), in this order:
 #      memcheck  default schedule (the vendor default, what the granule runs)
 #      initcheck default schedule
 #      racecheck smem schedule    (shared-memory staging of every table a kernel reads by its own
@@ -68,7 +70,7 @@ for spec in $RUNS; do
   stamp "2. $tag under compute-sanitizer ($(left) s left)"
   extra=(); [ "$sched" = smem ] && extra=(--schedule "$SMEM")
   t0=$(date +%s)
-  timeout $(upto 20) "$CS" --tool "$tool" --target-processes all --error-exitcode 99 --print-limit 200 \
+  timeout $(upto 20) "$CS" --tool "$tool" --target-processes application-only --error-exitcode 99 --print-limit 200 \
     --log-file "$W/$tag.%p.log" python3 scripts/device/sanitize_granule.py run "$W/kernels-$tag.txt" -- "${GL[@]}" "${extra[@]}" \
     > "$W/$tag.out" 2>&1
   echo $? > "$W/$tag.rc"; echo $(( $(date +%s) - t0 )) > "$W/$tag.seconds"
