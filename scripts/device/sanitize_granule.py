@@ -60,11 +60,20 @@ SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) errors?")
 RACE = re.compile(r"RACECHECK SUMMARY: .*")
 
 
+def _kernels(path: pathlib.Path) -> int:
+    if not path.exists():
+        return 0
+    return sum(1 for ln in path.read_text().splitlines() if ln and not ln.startswith("#"))
+
+
 def report(workdir: str, runs: list[str]) -> int:
-    """One section per run; the logs are WORKDIR/TOOL-SCHEDULE.*.log (one per process)."""
+    """One section per run; the logs are WORKDIR/TOOL-SCHEDULE.*.log (one per process). A run of
+    the default schedule must launch as many kernels as the run without a tool (step 1)."""
     w = pathlib.Path(workdir)
+    plain = _kernels(w / "kernels-plain-default.txt")
     lines = ["# compute-sanitizer over the dycore granule's kernels", ""]
     lines += [(w / "header.txt").read_text().strip(), ""] if (w / "header.txt").exists() else []
+    lines += [f"Without a tool (step 1, default schedule): {plain} icoforge kernels launched.", ""]
     lines += ["| tool | schedule | errors | kernels launched | seconds | status |", "| --- | --- | ---: | ---: | ---: | --- |"]
     bad = []
     details = []
@@ -78,9 +87,7 @@ def report(workdir: str, runs: list[str]) -> int:
         text = "\n".join(p.read_text(errors="replace") for p in logs)
         counts = [int(m) for m in SUMMARY.findall(text)]
         errors = sum(counts)
-        kernels = 0
-        if kern_file.exists():
-            kernels = sum(1 for ln in kern_file.read_text().splitlines() if ln and not ln.startswith("#"))
+        kernels = _kernels(kern_file)
         if rc is None:
             status = "not run (no time left)"
         elif rc == 124:
@@ -93,6 +100,8 @@ def report(workdir: str, runs: list[str]) -> int:
             status = "no summary in the log"
         elif kernels == 0:
             status = "no kernel launched"
+        elif sched == "default" and kernels < plain:
+            status = f"{kernels} kernels, {plain} without the tool"
         else:
             status = "ok"
         if status != "ok":
