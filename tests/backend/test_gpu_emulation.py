@@ -38,7 +38,6 @@ SCHEDULES = {
     "everything": Schedule(block=(32, 4), k_per_thread=3, k_unroll=2, h_per_thread=2, index_bits=32, chiplet_remap=True),
     # shared-memory staging: every thread of a block stages, one barrier, then the points
     "smem": Schedule(smem_tables=("*",)),
-    "smem-hblock-2d-kloop": Schedule(block=(64, 2), h_per_thread=2, k_per_thread=2, smem_tables=("*",), index_bits=32),
     "smem-everything": Schedule(block=(32, 4), k_per_thread=3, k_unroll=2, h_per_thread=3, smem_tables=("*",),
                                 index_bits="auto", chiplet_remap=True, chiplets=5),
 }
