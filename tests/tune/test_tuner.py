@@ -286,7 +286,9 @@ def test_tune_command_tunes_several_programs_into_one_schedule_file(tiny_grid, t
         assert {c["status"] for c in r["candidates"]} <= {"OK", "REFUSED"}
     # one file with both programs' overrides (whatever moved), usable as --schedule FILE
     schedule = ProgramSchedule.from_json(json.loads(out.read_text()))
-    moved = {p["kernel"] for r in results for p in r["picks"] if p["best"] != "default"}
+    # emulated times are noise: a program whose picks together came out slower hands out the
+    # vendor default (kept_default), and then none of its kernels is in the file
+    moved = {p["kernel"] for r in results if not r["kept_default"] for p in r["picks"] if p["best"] != "default"}
     assert {k for k, _ in schedule.per_kernel} == moved
     monkeypatch.setenv("ICOFORGE_SCHEDULE", str(out))
     assert schedule_from_env("cuda") == schedule
