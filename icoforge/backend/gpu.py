@@ -23,7 +23,8 @@ from gt4py.next.otf import definitions, stages
 
 from icoforge import settings
 from icoforge.backend import ir, pipeline
-from icoforge.backend.codegen.cuda import kernel_function_names, render_module_gpu
+from icoforge.backend.codegen.cuda import device_module, render_module_gpu
+from icoforge.backend.codegen.device import DeviceModule
 from icoforge.backend.codegen.host import render_host_plan
 from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
 from icoforge.backend.workflow import translate, yield_to_main_process
@@ -270,13 +271,20 @@ class _Replay:
 class GPUArtifact:
     program_name: str
     vendor: str
-    module_source: str
+    device: DeviceModule  # the kernels as data (names, parameters, source); `module_source` is its text
     host_plan: str
-    kernel_names: tuple[str, ...]
     options: tuple[str, ...]
     timings: tuple[tuple[str, float], ...] = ()
     program_ir: ir.ProgramIR | None = dataclasses.field(default=None, compare=False, repr=False)  # for perf models
     tuple_params: tuple[tuple[int, int], ...] = ()  # ir.ProgramIR.tuple_params
+
+    @property
+    def module_source(self) -> str:
+        return self.device.source
+
+    @property
+    def kernel_names(self) -> tuple[str, ...]:
+        return self.device.kernel_names
 
     def load(self) -> stages.ExecutableProgram:
         import cupy as cp
@@ -369,9 +377,8 @@ def gpu_artifact(program: ir.ProgramIR, vendor: str, schedule: ProgramSchedule, 
     return GPUArtifact(
         program_name=final.name,
         vendor=vendor,
-        module_source=render_module_gpu(final, launches, vendor),
+        device=device_module(final, launches, vendor),
         host_plan=render_host_plan(final, launches),
-        kernel_names=kernel_function_names(final, launches),
         options=nvrtc_options(vendor),
         timings=tuple(timings),
         program_ir=scheduled,

@@ -57,9 +57,9 @@ def knobs(candidate: str) -> dict:
     return out
 
 
-def candidates(vendor: str, space: str = "quick", emulated: bool = False) -> dict[str, Schedule]:
-    """id -> Schedule, the vendor default first (as "default"). `emulated`: leave out shared-memory
-    staging, which the CPU emulation cannot run (a block's threads never run together there)."""
+def candidates(vendor: str, space: str = "quick") -> dict[str, Schedule]:
+    """id -> Schedule, the vendor default first (as "default"). The same space on a GPU and in the
+    CPU emulation (which runs shared-memory staging and its barriers too)."""
     if vendor not in VENDOR_DEFAULTS:
         raise IcoforgeError(f"no schedules for vendor {vendor!r}; choose one of {', '.join(VENDOR_DEFAULTS)}")
     if space not in SPACES:
@@ -71,8 +71,6 @@ def candidates(vendor: str, space: str = "quick", emulated: bool = False) -> dic
     unique: dict[str, Schedule] = {}
     for name, sched in chosen.items():
         if sched in unique.values() and name != "default":
-            continue
-        if emulated and sched.smem_tables:
             continue
         unique[name] = sched
     return unique

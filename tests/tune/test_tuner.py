@@ -40,9 +40,9 @@ def test_the_space_starts_with_the_vendor_default_and_holds_valid_distinct_sched
         assert set(candidates(vendor, "quick")) <= set(c)
 
 
-def test_the_emulated_space_leaves_out_shared_memory_staging():
-    assert any(s.smem_tables for s in candidates("cuda", "full").values())
-    assert not any(s.smem_tables for s in candidates("cuda", "full", emulated=True).values())
+def test_the_space_holds_shared_memory_staging():
+    # the same on a GPU and in the CPU emulation, which runs staging and barriers
+    assert {"smem", "smem_idx32", "smem_kpt2"} <= set(candidates("cuda", "full"))
 
 
 def test_a_candidate_id_names_its_knobs():
@@ -296,7 +296,9 @@ def test_tune_command_tunes_several_programs_into_one_schedule_file(tiny_grid, t
         assert {c["status"] for c in r["candidates"]} <= {"OK", "REFUSED"}
     # one file with both programs' overrides (whatever moved), usable as --schedule FILE
     schedule = ProgramSchedule.from_json(json.loads(out.read_text()))
-    moved = {p["kernel"] for r in results for p in r["picks"] if p["best"] != "default"}
+    # emulated times are noise: a program whose picks together came out slower hands out the
+    # vendor default (kept_default), and then none of its kernels is in the file
+    moved = {p["kernel"] for r in results if not r["kept_default"] for p in r["picks"] if p["best"] != "default"}
     assert {k for k, _ in schedule.per_kernel} == moved
     monkeypatch.setenv("ICOFORGE_SCHEDULE", str(out))
     assert schedule_from_env("cuda") == schedule
