@@ -17,7 +17,12 @@ export PYTHONUNBUFFERED := 1
 # (tests/conftest.py), and the slowest tests at the end.
 PYTEST := $(BIN)/python -m pytest --durations=15
 
-.PHONY: setup demo test test-slow verify-all references test-references gpu-check hpc-references clean
+# GHEX 0.9.0 (icon4py's halo exchange for --ranks) is a source package on PyPI: cmake + MPI + Boost
+# headers; 32 min on the shared 2-core dev VM at load 10-16 (2026-12-01). Without it --ranks uses
+# icoforge's mpi4py exchange.
+GHEX_VERSION ?= 0.9.0
+
+.PHONY: setup setup-ghex demo test test-slow verify-all references test-references gpu-check hpc-references clean
 
 setup: $(VENV)/.installed
 
@@ -26,8 +31,12 @@ $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 12), f"need Python 3.12, got {sys.version}"'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
-	$(BIN)/pip install -e '.[test]'
+	$(BIN)/pip install -e '.[test,mpi]'
 	touch $@
+
+# Needs mpicc (Debian: openmpi-bin libopenmpi-dev) and Boost headers (libboost-dev); .ci/run installs them.
+setup-ghex: setup
+	$(BIN)/python -c 'import ghex' 2>/dev/null || CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/pip install ghex==$(GHEX_VERSION)
 
 # The main job on the CPU with our backend, checked against GT4Py's stored gtfn_cpu outputs
 # (R2B3, 10 levels: the store's grid; no GT4Py compile); prints PASS/FAIL and the time per call.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from icoforge.errors import UnknownNameError
 
-TARGETS = ("cpu", "cuda", "hip", "gpu", "emulated-cuda", "emulated-hip")
+TARGETS = ("cpu", "cuda", "hip", "gpu", "hip-on-cuda", "emulated-cuda", "emulated-hip")
 
 
 def make_backend(target: str = "cpu", schedule=None):
@@ -27,6 +27,10 @@ def make_backend(target: str = "cpu", schedule=None):
         from icoforge.backend.gpu import make_gpu_backend
 
         return make_gpu_backend(target, schedule)
+    if target == "hip-on-cuda":  # the HIP code on an NVIDIA GPU (codegen/hip_on_cuda.h)
+        from icoforge.backend.hip_on_cuda import make_hip_on_cuda_backend
+
+        return make_hip_on_cuda_backend(schedule)
     if target.startswith("emulated-"):  # the GPU code on the CPU, one thread at a time (tests)
         from icoforge.backend.emulate import make_emulated_backend
 

@@ -9,10 +9,11 @@ are reused across calls (no allocation per call once sizes are known).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,9 @@ from gt4py.next.otf import definitions, stages
 
 from icoforge import settings
 from icoforge.backend import ir, pipeline
-from icoforge.backend.codegen.cuda import kernel_function_names, render_host_plan, render_module_gpu
+from icoforge.backend.codegen.cuda import device_module, render_module_gpu
+from icoforge.backend.codegen.device import DeviceModule
+from icoforge.backend.codegen.host import render_host_plan
 from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
 from icoforge.backend.workflow import translate, yield_to_main_process
 from icoforge.errors import IcoforgeError
@@ -38,6 +41,12 @@ def cupy_vendor() -> str | None:
         return "hip" if cp.cuda.runtime.is_hip else "cuda"
     except Exception:
         return None
+
+
+# Called around a launch as `observer(kernel, stream, launch)`: it must call `launch()` (no
+# arguments) once, and may do what it likes before and after (record events, read a clock).
+# `stream` is the runtime's stream, None for CuPy's current one.
+LaunchObserver = Callable[[Any, Any, Callable[[], None]], None]
 
 
 def _is_gt4py_field(x: Any) -> bool:
@@ -56,6 +65,9 @@ class Runtime:
         self.program = program_name
         self.pool: dict[str, Any] = {}
         self.stream = None  # a cupy.cuda.Stream to launch on; None: CuPy's current stream
+        # around every launch, the first outermost (timers attach here: perf.timing.KernelTimer,
+        # granule.instrument.DeviceBusy); a launch costs nothing more while the list is empty
+        self.observers: list[LaunchObserver] = []
         # id(GT4Py field) -> (weak reference, key, value) for `field` and `span`: icon4py passes the
         # same field objects step after step, and a field's array, strides and domain never change
         # (frozen); the weak reference tells a live entry from one whose id was reused
@@ -79,7 +91,7 @@ class Runtime:
             plan = self._plans.get(key)
             if plan is not None and plan.matches(args, self._pool_generation):
                 for kernel, grid, block, kargs in plan.launches:
-                    self.launch(kernel, grid, block, kargs)  # not _launch: a KernelTimer wraps launch
+                    self.launch(kernel, grid, block, kargs)  # not _launch: observers see replays too
                 return
         self._recording = []
         try:
@@ -223,7 +235,13 @@ class Runtime:
     def launch(self, kernel: Any, grid: tuple, block: tuple, args: tuple) -> None:
         if self._recording is not None:
             self._recording.append((kernel, grid, block, args))
-        self._launch(kernel, grid, block, args)
+        if not self.observers:
+            self._launch(kernel, grid, block, args)
+            return
+        go = functools.partial(self._launch, kernel, grid, block, args)
+        for observe in reversed(self.observers):
+            go = functools.partial(observe, kernel, self.stream, go)
+        go()
 
     def _launch(self, kernel: Any, grid: tuple, block: tuple, args: tuple) -> None:
         if self.stream is None:
@@ -253,39 +271,54 @@ class _Replay:
 class GPUArtifact:
     program_name: str
     vendor: str
-    module_source: str
+    device: DeviceModule  # the kernels as data (names, parameters, source); `module_source` is its text
     host_plan: str
-    kernel_names: tuple[str, ...]
     options: tuple[str, ...]
     timings: tuple[tuple[str, float], ...] = ()
     program_ir: ir.ProgramIR | None = dataclasses.field(default=None, compare=False, repr=False)  # for perf models
     tuple_params: tuple[tuple[int, int], ...] = ()  # ir.ProgramIR.tuple_params
+
+    @property
+    def module_source(self) -> str:
+        return self.device.source
+
+    @property
+    def kernel_names(self) -> tuple[str, ...]:
+        return self.device.kernel_names
 
     def load(self) -> stages.ExecutableProgram:
         import cupy as cp
 
         t0 = time.perf_counter()
         module = cp.RawModule(code=self.module_source, options=self.options, name_expressions=None)
-        kernels = {n: module.get_function(n) for n in self.kernel_names}
-        namespace: dict[str, Any] = {}
-        exec(compile(self.host_plan, f"<icoforge host plan {self.program_name}>", "exec"), namespace)
-        launch = namespace["launch"]
-        rt = Runtime(self.program_name)
-
-        def program(*args: Any, offset_provider: common.OffsetProvider, out: Any = None, **kwargs: Any) -> None:
-            if out is not None:
-                args = (*args, out)
-            args = ir.flat_call_args(args, self.tuple_params, self.program_name)
-            rt.run(launch, args, offset_provider, kernels)
-
-        program.icoforge_artifact = self  # type: ignore[attr-defined]
-        program.icoforge_runtime = rt  # type: ignore[attr-defined]
-        program.icoforge_kernels = kernels  # type: ignore[attr-defined]  # CuPy functions: num_regs, local_size_bytes
+        kernels = {n: module.get_function(n) for n in self.kernel_names}  # CuPy functions: num_regs, local_size_bytes
+        program = bind_program(self, kernels, Runtime(self.program_name))
         program.icoforge_load_seconds = time.perf_counter() - t0  # type: ignore[attr-defined]
         if settings.current().trace:
             print(f"[icoforge {time.strftime('%H:%M:%S')}] {self.program_name}: {len(kernels)} kernels loaded "
                   f"(NVRTC or CuPy's disk cache) in {program.icoforge_load_seconds:.2f} s", file=sys.stderr, flush=True)  # fmt: skip
         return program
+
+
+def bind_program(art: GPUArtifact, kernels: dict[str, Any], rt: Runtime) -> stages.ExecutableProgram:
+    """The callable of `art` once its kernels are loaded (`kernels`: name -> launchable, on a GPU
+    or in the CPU emulation): its host plan compiled once, run by `rt` on GT4Py's arguments
+    (tuples of fields flattened). Carries the artifact, runtime and kernels for the lab's timers
+    and reports."""
+    namespace: dict[str, Any] = {}
+    exec(compile(art.host_plan, f"<icoforge host plan {art.program_name}>", "exec"), namespace)
+    launch = namespace["launch"]
+
+    def program(*args: Any, offset_provider: common.OffsetProvider, out: Any = None, **kwargs: Any) -> None:
+        if out is not None:
+            args = (*args, out)
+        args = ir.flat_call_args(args, art.tuple_params, art.program_name)
+        rt.run(launch, args, offset_provider, kernels)
+
+    program.icoforge_artifact = art  # type: ignore[attr-defined]
+    program.icoforge_runtime = rt  # type: ignore[attr-defined]  # timers attach to it (Runtime.observers)
+    program.icoforge_kernels = kernels  # type: ignore[attr-defined]
+    return program
 
 
 def compile_module(source_and_options: tuple[str, tuple[str, ...]]) -> float:
@@ -344,9 +377,8 @@ def gpu_artifact(program: ir.ProgramIR, vendor: str, schedule: ProgramSchedule, 
     return GPUArtifact(
         program_name=final.name,
         vendor=vendor,
-        module_source=render_module_gpu(final, launches, vendor),
+        device=device_module(final, launches, vendor),
         host_plan=render_host_plan(final, launches),
-        kernel_names=kernel_function_names(final, launches),
         options=nvrtc_options(vendor),
         timings=tuple(timings),
         program_ir=scheduled,
@@ -372,4 +404,4 @@ def make_gpu_backend(target: str, schedule: ProgramSchedule | None = None):
     )
 
 
-__all__ = ["GPUArtifact", "GPUExecutor", "Runtime", "cupy_vendor", "gpu_artifact", "make_gpu_backend", "core_defs"]
+__all__ = ["GPUArtifact", "GPUExecutor", "LaunchObserver", "Runtime", "bind_program", "cupy_vendor", "gpu_artifact", "make_gpu_backend", "core_defs"]

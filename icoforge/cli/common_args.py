@@ -3,6 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from typing import Any
+
+from icoforge.errors import IcoforgeError
+
+
+def grid(p: argparse.ArgumentParser, grid: str, levels: int) -> None:
+    """--grid and --levels with the command's defaults."""
+    p.add_argument("--grid", default=grid, help=f"grid preset or ICON NetCDF file (default {grid})")
+    p.add_argument("--levels", type=int, default=levels, help=f"vertical levels (default {levels})")
 
 
 def schedule(p: argparse.ArgumentParser) -> None:
@@ -17,3 +27,19 @@ def report_files(p: argparse.ArgumentParser, what: str = "report") -> None:
     """--json and --markdown: the report written to files besides the console's tables."""
     p.add_argument("--json", metavar="PATH", help=f"also write the {what} as JSON ('-' for stdout, no tables)")
     p.add_argument("--markdown", metavar="PATH", help=f"also write the {what} as Markdown (for benchmarks/)")
+
+
+def require_counts(args: argparse.Namespace, *names: str) -> None:
+    """Refuse a count option below 1 (--levels, --repeat, --steps, --jobs) before anything runs."""
+    for name in names:
+        value = getattr(args, name)
+        if value < 1:
+            what = "a positive number of levels" if name == "levels" else "at least 1"
+            raise IcoforgeError(f"--{name} must be {what}, got {value}")
+
+
+def options(cls: type, args: argparse.Namespace, **given: Any) -> Any:
+    """The dataclass `cls` (a command's options) from the parsed arguments: each field not `given`
+    takes the argument of its name (options and arguments are named alike)."""
+    taken = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if f.name not in given}
+    return cls(**taken, **given)

@@ -10,7 +10,7 @@ import sys
 
 from rich.console import Console
 
-from icoforge.cli import common_args, pymode
+from icoforge.cli import common_args, pymode, ranks_cmd
 from icoforge.console import StepProgress, make_console
 
 
@@ -27,8 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "the first/middle/last substep variants and every program inside the step."
         ),
     )
-    p.add_argument("--grid", default="R2B3", help="grid preset or ICON NetCDF file (default R2B3)")
-    p.add_argument("--levels", type=int, default=10, help="vertical levels (default 10)")
+    common_args.grid(p, "R2B3", 10)
     p.add_argument(
         "--backend", default="icoforge-cpu", help="backend to time; the reference of --verify (default icoforge-cpu)"
     )
@@ -43,8 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--rtol",
         type=float,
-        default=DEFAULT_RTOL,
-        help=f"--verify tolerance on max|a-b|/max|ref| (default {DEFAULT_RTOL:g})",
+        default=None,
+        help=f"--verify tolerance on max|a-b|/max|ref| (default {DEFAULT_RTOL:g}; with --ranks 1e-12)",
     )
     p.add_argument(
         "--factory-backend", default=DEFAULT_FACTORY_BACKEND,
@@ -74,6 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     common_args.schedule(p)
     common_args.report_files(p)
     _latest_arguments(p)
+    ranks_cmd.add_arguments(p)
     p.set_defaults(func=cmd_greenline)
 
     m = subparsers.add_parser(
@@ -111,29 +111,16 @@ def _latest_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_greenline(args: argparse.Namespace) -> int:
     from icoforge.granule.greenline import GreenlineOptions, run_greenline
+    from icoforge.granule.verify import DEFAULT_RTOL
 
     pymode.ensure(args.python_mode, args.cli_argv)  # before anything is imported or compiled
     if args.schedule:
         from icoforge.suite.backends import use_schedule
 
         use_schedule(args.schedule)
-    opts = GreenlineOptions(
-        grid=args.grid,
-        levels=args.levels,
-        backends=tuple(dict.fromkeys([args.backend, *args.compare])),
-        steps=args.steps,
-        warmup=args.warmup,
-        profile_steps=args.profile_steps,
-        verify=args.verify,
-        rtol=args.rtol,
-        factory_backend=args.factory_backend,
-        seed=args.seed,
-        cold=args.cold,
-        only_used_variants=args.only_used_variants,
-        save_reference=args.save_reference,
-        reference_file=args.reference_file,
-        gpu_lock=args.gpu_lock,
-    )
+    if ranks_cmd.wanted(args):  # decomposed over MPI ranks (starts mpirun outside MPI)
+        return ranks_cmd.run(args)
+    opts = common_args.options(GreenlineOptions, args, backends=tuple(dict.fromkeys([args.backend, *args.compare])))
     json_only = args.json == "-"
     console = make_console(stderr=True, wide=args.wide) if json_only else make_console(wide=args.wide)
     if args.verify and len(opts.backends) < 2:

@@ -12,13 +12,9 @@ import subprocess
 from rich.console import Console
 from rich.table import Table
 
+from icoforge.cli import common_args
 from icoforge.console import Col, StepProgress, fit_table, make_console
 from icoforge.errors import IcoforgeError
-
-
-def _grid_args(p: argparse.ArgumentParser, grid: str, levels: int) -> None:
-    p.add_argument("--grid", default=grid, help=f"grid preset or ICON NetCDF file (default {grid})")
-    p.add_argument("--levels", type=int, default=levels, help=f"vertical levels (default {levels})")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "explain", help="a program page by page: GT4Py source, GTIR, GTIR after passes, kernel IR with costs, generated code"
     )
     p.add_argument("program", help="program name (see `icoforge list`)")
-    _grid_args(p, "R2B3", 10)
+    common_args.grid(p, "R2B3", 10)
     p.add_argument("--target", default="cuda", choices=("cpp", "cuda", "hip"), help="generated code to show (default cuda)")
     p.add_argument(
         "--stage", action="append", default=[], metavar="STAGE",
@@ -54,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("program", help="program name (see `icoforge list`), or 'greenline' for the whole dycore step")
-    _grid_args(p, "R2B4", 80)
+    common_args.grid(p, "R2B4", 80)
     p.add_argument("--backend", default="icoforge-cpu", choices=("icoforge-cpu", "icoforge-cuda", "icoforge-hip"))
     p.add_argument("--out", default=None, help="PNG path (default roofline_<program>_<grid>_<levels>.png); a .md lands beside it")
     p.add_argument("--repeat", type=int, default=10,
@@ -77,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "profile", help="ncu / nsys / rocprof command line restricted to the program's kernels; --run runs it and parses the metrics"
     )
     p.add_argument("program", help="program name (see `icoforge list`)")
-    _grid_args(p, "R2B4", 80)
+    common_args.grid(p, "R2B4", 80)
     p.add_argument("--tool", required=True, choices=("ncu", "nsys", "rocprof"))
     p.add_argument("--backend", default=None, help="backend the profiled run uses (default icoforge-cuda, icoforge-hip for rocprof)")
     p.add_argument("--repeat", type=int, default=3, help="timed calls of the profiled run (default 3)")
@@ -93,8 +89,7 @@ def _load_grid(args: argparse.Namespace):
     if args.program != "greenline":
         get_program(args.program)  # a misspelt name fails now, not after the grid is generated
 
-    if args.levels <= 0:
-        raise IcoforgeError(f"--levels must be a positive number of levels, got {args.levels}")
+    common_args.require_counts(args, "levels")
     return load_grid(args.grid, levels=args.levels)
 
 
@@ -124,8 +119,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_roofline(args: argparse.Namespace) -> int:
     from icoforge.perf.measure import measure, write_roofline
 
-    if args.repeat < 1:
-        raise IcoforgeError(f"--repeat must be at least 1, got {args.repeat}")
+    common_args.require_counts(args, "repeat")
     if args.program == "greenline":
         return cmd_roofline_greenline(args)
     console = make_console(wide=args.wide)
@@ -174,10 +168,7 @@ def _gpu_lock(args: argparse.Namespace, console: Console):
 def cmd_roofline_greenline(args: argparse.Namespace) -> int:
     from icoforge.perf.greenline import measure_greenline, write_greenline_roofline
 
-    if args.levels <= 0:
-        raise IcoforgeError(f"--levels must be a positive number of levels, got {args.levels}")
-    if args.steps < 1:
-        raise IcoforgeError(f"--steps must be at least 1, got {args.steps}")
+    common_args.require_counts(args, "levels", "steps")
     console = make_console(wide=args.wide)
     with StepProgress(console) as step:
         step("greenline roofline")

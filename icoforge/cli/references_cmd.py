@@ -8,7 +8,7 @@ import time
 
 from rich.console import Console
 
-from icoforge.errors import IcoforgeError
+from icoforge.cli import common_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,8 +36,7 @@ def cmd_make(args: argparse.Namespace) -> int:
     from icoforge.suite import references
 
     names = _names(args.programs)
-    if args.jobs < 1:
-        raise IcoforgeError(f"--jobs must be at least 1, got {args.jobs}")
+    common_args.require_counts(args, "jobs")
     console = Console(stderr=True)
     start, done = time.perf_counter(), [0]
 

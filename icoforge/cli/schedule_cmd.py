@@ -8,6 +8,7 @@ import dataclasses
 import json
 import pathlib
 
+from icoforge.cli import common_args
 from icoforge.console import Col, StepProgress, fit_table, make_console
 from icoforge.errors import IcoforgeError, UnknownNameError
 
@@ -15,8 +16,7 @@ from icoforge.errors import IcoforgeError, UnknownNameError
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("program", help="program name (see `icoforge list`)")
     p.add_argument("--target", default="cuda", choices=("cuda", "hip"), help="GPU target (default cuda)")
-    p.add_argument("--grid", default="R2B4", help="grid preset or ICON NetCDF file (default R2B4)")
-    p.add_argument("--levels", type=int, default=80, help="vertical levels (default 80)")
+    common_args.grid(p, "R2B4", 80)
     p.add_argument("--schedule", metavar="FILE", help="start from a ProgramSchedule JSON file instead of the vendor default")
     p.add_argument("--smem-limit", type=int, default=None, metavar="BYTES",
                    help="shared memory per block for staged tables (default: 48 KiB CUDA, 64 KiB HIP)")  # fmt: skip

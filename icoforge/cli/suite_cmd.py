@@ -93,10 +93,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for key, default in (("grid", "R2B4"), ("levels", 80), ("seed", 0)):
         if getattr(args, key) is None:
             setattr(args, key, default)
-    if args.levels <= 0:
-        raise IcoforgeError(f"--levels must be a positive number of levels, got {args.levels}")
-    if args.repeat < 1:
-        raise IcoforgeError(f"--repeat must be at least 1, got {args.repeat}")
+    common_args.require_counts(args, "levels", "repeat")
     console = make_console(wide=args.wide)
     with StepProgress(console) as step:
         step("importing GT4Py and icon4py")  # half a minute on a busy 2-core machine

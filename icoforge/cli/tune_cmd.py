@@ -11,6 +11,7 @@ import pathlib
 
 from rich.console import Console
 
+from icoforge.cli import common_args
 from icoforge.console import Col, StepProgress, fit_table, make_console
 from icoforge.errors import IcoforgeError
 
@@ -30,8 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("programs", nargs="+", metavar="PROGRAM",
                    help="program name(s) (see `icoforge list`); several are tuned one after the other into one --out file")  # fmt: skip
-    p.add_argument("--grid", default="R2B4", help="grid preset or ICON NetCDF file (default R2B4)")
-    p.add_argument("--levels", type=int, default=80, help="vertical levels (default 80)")
+    common_args.grid(p, "R2B4", 80)
     p.add_argument("--backend", default="icoforge-cuda", choices=BACKENDS,
                    help="where to run: a GPU, or the CPU emulation of the GPU code (checks the search, times mean "
                    "nothing) (default icoforge-cuda)")  # fmt: skip
@@ -54,10 +54,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from icoforge.suite import get_program
     from icoforge.tune import target_for_backend, tune_suite_program, write_schedule
 
-    if args.repeat < 1:
-        raise IcoforgeError("--repeat must be at least 1")
-    if args.jobs < 1:
-        raise IcoforgeError("--jobs must be at least 1")
+    common_args.require_counts(args, "repeat", "jobs")
     if not 0.0 <= args.min_gain < 1.0:
         raise IcoforgeError(f"--min-gain must be in [0, 1), got {args.min_gain}")
     target_for_backend(args.backend)  # clear errors before loading anything

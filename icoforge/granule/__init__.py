@@ -17,6 +17,10 @@ Modules (data flows down):
     golden.py      recorded reference results (fingerprints) for CI
     gpulock.py     --gpu-lock: an flock held while measuring, so parallel runs time one at a time
     greenline.py   the whole job for several backends -> GreenlineReport (JSON-able)
+    decompose.py   MPI ranks: icon4py's decomposition (METIS/BFS partition, GridManager with halos),
+                   the rank's fields and state, owned points gathered back (issue 23)
+    halo_exchange.py  the exchange icon4py's SolveNonhydro calls: GHEX (icon4py's) or ours over mpi4py, timed
+    ranks.py       the decomposed step on every rank: setup, verification against one rank, timing
     merge.py       several runs' JSON reports (same inputs) -> one report (greenline-merge)
     report.py      tables from the JSON form: rich (terminal) or Markdown (benchmarks/)
 

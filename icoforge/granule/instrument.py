@@ -21,8 +21,11 @@ Each call gets three times, so that host overhead and device time are never conf
   time: a start event recorded on an idle device is passed at once, so the host's time inside
   the call before its first launch counts as busy. Only the gaps between calls count as idle.
 - kernels (icoforge backends): event intervals around every kernel launch of the programs'
-  runtimes (`icoforge_runtime.launch`), i.e. the kernels alone: 1 - kernels / wall is the GPU's
-  real idle fraction, what replaying a substep as a CUDA graph could remove.
+  runtimes (a launch observer on each `icoforge_runtime`), i.e. the kernels alone: 1 - kernels /
+  wall is the GPU's real idle fraction, what replaying a substep as a CUDA graph could remove.
+
+Every pair of events here, and in `perf.timing`'s per-kernel timer, is made and recorded by
+`backend.events` (`EventClock`, `record_around`).
 
 GT4Py's own metrics collection (`gt4py.next.instrumentation.metrics`, GT4PY_COLLECT_METRICS_LEVEL)
 records a "compute" time only for backends that measure it themselves; the wrapper gives one
@@ -40,6 +43,7 @@ from collections.abc import Callable
 from typing import Any
 
 from icoforge.backend.codegen.cuda import WIDE_SUFFIX
+from icoforge.backend.events import EventClock, cupy_event_clock, record_around
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,25 +170,9 @@ class _Wrapping:
             setattr(b.owner, b.attr, b.partial)
 
 
-@dataclasses.dataclass(frozen=True)
-class EventClock:
-    """Device time from pairs of events: `make()` gives a (start, end) pair to record around work,
-    `seconds(start, end)` reads the interval once the device was synchronised."""
-
-    make: Callable[[], tuple[Any, Any]]
-    seconds: Callable[[Any, Any], float]
-
-
 def gpu_event_clock(gpu: bool) -> EventClock | None:
     """CuPy events on the current stream for GPU backends; None on the CPU."""
-    if not gpu:
-        return None
-    import cupy as cp
-
-    return EventClock(
-        make=lambda: (cp.cuda.Event(), cp.cuda.Event()),
-        seconds=lambda start, end: cp.cuda.get_elapsed_time(start, end) * 1e-3,
-    )
+    return cupy_event_clock() if gpu else None
 
 
 class Profiler(_Wrapping):
@@ -217,11 +205,7 @@ class Profiler(_Wrapping):
             sync()
             pair = events() if events is not None else None
             t0 = clock()
-            if pair is not None:
-                pair[0].record()
-            result = inner(*args, **kwargs)
-            if pair is not None:
-                pair[1].record()
+            result = inner(*args, **kwargs) if pair is None else record_around(pair, None, inner, *args, **kwargs)
             t_host = clock()
             sync()
             t1 = clock()
@@ -260,34 +244,33 @@ class DeviceBusy(_Wrapping):
         runtimes = (getattr(fn, "icoforge_runtime", None) for b in self.programs for fn in loaded_variants(b))
         self.runtimes = list({id(rt): rt for rt in runtimes if rt is not None}.values())
 
-    def _bracket(self, call: Callable[..., Any], pairs: list[tuple[Any, Any]], stream: Any = None) -> Callable[..., Any]:
-        make = self.clock.make
+    def _wrap(self, b: BoundProgram) -> Callable[..., Any]:
+        inner, make, pairs = b.partial, self.clock.make, self.pairs
 
         def bracketed(*args: Any, **kwargs: Any) -> Any:
-            start, end = make()
-            start.record(stream)
-            result = call(*args, **kwargs)
-            end.record(stream)
-            pairs.append((start, end))
+            pair = make()
+            result = record_around(pair, None, inner, *args, **kwargs)
+            pairs.append(pair)
             return result
 
         return bracketed
 
-    def _wrap(self, b: BoundProgram) -> Callable[..., Any]:
-        return self._bracket(b.partial, self.pairs)
+    def _observe(self, kernel: Any, stream: Any, launch: Callable[[], None]) -> None:
+        """The runtimes' launch observer: events on the stream the kernel goes to."""
+        pair = self.clock.make()
+        record_around(pair, stream, launch)
+        self.kernel_pairs.append(pair)
 
     def __enter__(self) -> DeviceBusy:
         super().__enter__()
         for rt in self.runtimes:
-            # the class's launch bound to this runtime (never a wrapper); an instance attribute
-            # shadows the method for this runtime only, and `__exit__` deletes it again
-            rt.launch = self._bracket(type(rt).launch.__get__(rt), self.kernel_pairs, rt.stream)
+            rt.observers.append(self._observe)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         super().__exit__(*exc)
         for rt in self.runtimes:
-            vars(rt).pop("launch", None)
+            rt.observers.remove(self._observe)
 
     def reset(self) -> None:
         self.pairs.clear()

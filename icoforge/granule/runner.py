@@ -160,6 +160,7 @@ class Granule:
         self._construct_started_at = 0.0
         self._submitted: list[tuple[float, str]] = []  # (seconds after construction began, task)
         self._nvrtc_s = 0.0
+        self.exchange: Any = None  # icon4py's halo exchange runtime; None: single node (decomposed: ranks.py)
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -171,7 +172,7 @@ class Granule:
         s = self.result.setup_s
         fallbacks_before = len(gb.FALLEN_BACK)
         t0 = time.perf_counter()
-        self.grid = grid_for_backend(self.cpu_grid, self.gpu)
+        self.grid = self.granule_grid()
         if self.gpu:
             s["device_grid"] = time.perf_counter() - t0
 
@@ -189,7 +190,9 @@ class Granule:
             progress(what, finished, submitted)
 
         with compile_pool.recorded_submissions(constructing) as submitted:
-            self.solver = build_solver(self.grid, self.static, self.backend, only_used_variants=self.only_used_variants)
+            self.solver = build_solver(
+                self.grid, self.static, self.backend, only_used_variants=self.only_used_variants, exchange=self.exchange
+            )
         s["construct"] = time.perf_counter() - t0
         self._submitted = [(t - self._construct_started_at, name) for t, name in submitted]
 
@@ -220,6 +223,10 @@ class Granule:
         self.result.fallbacks = [f"{p}: {r}" for p, r in gb.FALLEN_BACK[fallbacks_before:]]
         self.result.cache = self._cache_info()
         return self.result
+
+    def granule_grid(self) -> GranuleGrid:
+        """The grid on the device this backend needs (a decomposed granule gives its rank's part)."""
+        return grid_for_backend(self.cpu_grid, self.gpu)
 
     def fresh_states(self) -> tuple[Any, Any, Any]:
         from icon4py.model.common import model_backends

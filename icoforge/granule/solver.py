@@ -161,8 +161,13 @@ def _pruned_setup_program(limited_area: bool, mean_cell_area: float) -> Iterator
         solve_nh.setup_program = vel_adv.setup_program = original
 
 
-def build_solver(grid: GranuleGrid, static: StaticFields, backend: Any, *, only_used_variants: bool = False) -> Any:
+def build_solver(
+    grid: GranuleGrid, static: StaticFields, backend: Any, *, only_used_variants: bool = False, exchange: Any = None
+) -> Any:
     """A SolveNonhydro for `backend` (a GT4Py Backend, or None for embedded) on `grid`.
+
+    exchange: icon4py's halo exchange runtime (default: the single-node one, which does nothing);
+    a decomposed granule passes its MPI/GHEX exchange (`decompose.py`, `halo_exchange.py`).
 
     only_used_variants: compile only the program variants the granule's steps call (about half
     of icon4py's 38 compile jobs on a global grid) instead of all of them as icon4py does; the
@@ -242,5 +247,5 @@ def build_solver(grid: GranuleGrid, static: StaticFields, backend: Any, *, only_
             cell_geometry=cell_geometry,
             owner_mask=g["cell_owner_mask"],
             backend=backend,
-            exchange=decomposition.single_node_exchange,
+            exchange=decomposition.single_node_exchange if exchange is None else exchange,
         )

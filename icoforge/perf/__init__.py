@@ -1,7 +1,6 @@
 """Where a program stands against the hardware, and what the compiler made of it.
 
 Modules (each small, data flowing one way):
-  hostexpr  -- evaluate host expressions of the kernel IR (domain bounds, host conditions)
   model     -- compulsory bytes and flops per kernel from the IR and one call's sizes
   sizes     -- those sizes for a suite program on a grid, without allocating fields
   static    -- the kernel IR as the suite compiles it (int/bool scalars static)

@@ -137,8 +137,9 @@ def gpu_schedule(target: str, settings: Iterable[str] = (), inline_policy: str =
     return ProgramSchedule(default=VENDOR_DEFAULTS[target].with_settings(list(settings)), inline=inline_policy)
 
 
-def inline_page(inp: Any, policy: str) -> Page:
-    """The inline pass's decision for every temporary GT4Py left (backend/inline.py)."""
+def inline_page(inp: Any, policy: str) -> Page | None:
+    """The inline pass's decision for every temporary GT4Py left (backend/inline.py); None
+    without temporaries."""
     from icoforge.backend import pipeline, workflow
 
     lowered = workflow.lower_gtir(inp, workflow.cached_passes(inp)[0])
@@ -146,11 +147,15 @@ def inline_page(inp: Any, policy: str) -> Page:
     done = sum(d.inlined for d in decisions)
     lines = [
         "A temporary is recomputed in each reader (inlined) where that moves fewer field accesses than",
-        "storing it and reading it back; a field access over a kernel's domain counts 1 (0.1 without K).",
+        "storing it and reading it back (an access over a kernel's domain counts 1; 0.1 for a field over",
+        "points or levels only), unless that lost time on the H200: recomputing inside a scan, or",
+        "gathering a neighbour reduction again at every neighbour.",
         "",
         *(d.describe() for d in decisions),
     ]
-    return Page("ir", f"temporaries: {done} of {len(decisions)} inlined (inline={policy})", "\n".join(lines) if decisions else "(no temporaries)")
+    if not decisions:
+        return None
+    return Page("ir", f"temporaries: {done} of {len(decisions)} inlined (inline={policy})", "\n".join(lines))
 
 
 def schedule_descriptions(pir: Any, target: str, schedule: Any) -> dict[str, str]:
@@ -183,7 +188,8 @@ def code_pages(pir: Any, target: str, schedule: Any) -> list[Page]:
         for k in pir.kernels():
             pages.append(Page("code", f"C++ of {k.name}", render_kernel_cpp(k, pir), "cpp"))
         return pages
-    from icoforge.backend.codegen.cuda import render_host_plan, render_kernel_gpu
+    from icoforge.backend.codegen.cuda import render_kernel_gpu
+    from icoforge.backend.codegen.host import render_host_plan
     from icoforge.backend.pipeline import gpu_passes
 
     _, final, launches = gpu_passes(pir, schedule, target)
@@ -269,10 +275,12 @@ def explain(
         if "pipeline" in stages:
             pages.extend(pipeline_pages(inp, target, schedule))
         if "ir" in stages:
-            pages.append(inline_page(inp, inline_policy))
             costs = program_cost(pir, sizes)
             title = f"kernel IR ({len(pir.kernels())} kernels; costs on {grid.name}/{grid.num_levels} levels)"
             pages.append(Page("ir", title, ir_text(pir, costs, schedule_descriptions(pir, target, schedule))))
+            decisions = inline_page(inp, inline_policy)
+            if decisions is not None:  # programs GT4Py left temporaries in
+                pages.append(decisions)
         if "code" in stages:
             pages.extend(code_pages(pir, target, schedule))
         if diff is not None:

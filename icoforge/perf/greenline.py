@@ -34,7 +34,6 @@ file (`icoforge.granule.gpulock.GpuLock`, shared with `icoforge greenline --gpu-
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import contextlib
 import dataclasses
 import json
@@ -277,25 +276,8 @@ def gpu_launches(call: Call, cost: ProgramCost, elapsed: list[tuple[str, float]]
 
 def build_kernel_callables(pairs: list[tuple[Any, Any]], status: Callable[[str], None]) -> dict[tuple[int, str], Callable]:
     """(id(program IR), kernel name) -> callable running that kernel alone (same arguments);
-    the C++ builds run in parallel threads (each a compiler process), cached on disk."""
-    from icoforge.backend.build import build_cpu_module
-    from icoforge.backend.codegen.cpp import render_program_cpp
-    from icoforge.backend.workflow import CPUArtifact, module_name_for
-
-    sources: dict[str, tuple[str, str]] = {}  # module name -> (source, program name)
-    module_of: dict[tuple[int, str], str] = {}
-    for pir, k in pairs:
-        sub = timing.single_kernel_program(pir, k)
-        name = module_name_for(sub)
-        module_of[(id(pir), k.name)] = name
-        if name not in sources:
-            sources[name] = (render_program_cpp(sub, name), pir.name)
-    status(f"building {len(sources)} single-kernel C++ modules")
-    workers = max(1, min(len(sources), os.cpu_count() or 1))
-    with cf.ThreadPoolExecutor(workers) as pool:
-        built = dict(zip(sources, pool.map(lambda n: build_cpu_module(sources[n][0], n)[0], sources)))
-    loaded = {n: CPUArtifact(str(built[n]), n, sources[n][1]).load() for n in sources}
-    return {key: loaded[name] for key, name in module_of.items()}
+    the C++ builds run in parallel threads, one per core."""
+    return timing.single_kernel_callables(pairs, os.cpu_count() or 1, status)
 
 
 def _written_args(call: Call, kernels: list[Any]) -> list[Any]:

@@ -25,8 +25,8 @@ from typing import Any
 
 from icoforge.backend import ir
 from icoforge.backend.access import Access, classify
+from icoforge.backend.codegen.host import Ranges, domain_ranges, evaluate
 from icoforge.backend.dtypes import ITEMSIZE
-from icoforge.perf.hostexpr import Ranges, domain_ranges, evaluate
 
 FLOP_OPS = ("plus", "minus", "multiplies", "divides")
 

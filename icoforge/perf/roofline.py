@@ -19,13 +19,9 @@ import re
 FILENAME_MAX = 48
 
 
-@dataclasses.dataclass(frozen=True)
-class Point:
-    name: str
-    bytes: int  # compulsory bytes (model)
-    flops: int
-    seconds: float | None  # None: not timed (listed in the table only)
-    kind: str = "kernel"  # "kernel" | "program" (sum of its kernels) | "call" (wall clock: table only)
+class Rates:
+    """Arithmetic intensity and achieved rates of anything with `bytes`, `flops` and `seconds`
+    (None: not timed): a roofline `Point`, a dycore step's `step_points.Row`."""
 
     @property
     def ai(self) -> float:
@@ -38,6 +34,15 @@ class Point:
     @property
     def bytes_per_s(self) -> float | None:
         return self.bytes / self.seconds if self.seconds else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Point(Rates):
+    name: str
+    bytes: int  # compulsory bytes (model)
+    flops: int
+    seconds: float | None  # None: not timed (listed in the table only)
+    kind: str = "kernel"  # "kernel" | "program" (sum of its kernels) | "call" (wall clock: table only)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,8 +30,9 @@ class Launch:
 
 
 @dataclasses.dataclass(frozen=True)
-class Row:
-    """A kernel (or a program, level "program") summed over `steps` instrumented dycore steps."""
+class Row(roofline.Rates):
+    """A kernel (or a program, level "program") summed over `steps` instrumented dycore steps;
+    `ai` and `bytes_per_s` are the same per step as over all steps."""
 
     kernel: str
     program: str
@@ -57,14 +58,6 @@ class Row:
     @property
     def seconds_per_step(self) -> float | None:
         return None if self.seconds is None else self.seconds / self.steps
-
-    @property
-    def ai(self) -> float:
-        return self.flops / self.bytes if self.bytes else 0.0
-
-    @property
-    def bytes_per_s(self) -> float | None:
-        return self.bytes / self.seconds if self.seconds else None
 
     def point(self, name: str | None = None) -> roofline.Point:
         return roofline.Point(name or self.kernel, self.bytes_per_step, self.flops_per_step, self.seconds_per_step)

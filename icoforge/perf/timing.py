@@ -3,9 +3,10 @@
 * Whole program: wall clock around `call()` with a device synchronisation (any target).
 * Per kernel on a GPU: CUDA/HIP events around each `rt.launch(...)` of the generated host plan,
   the launches queued behind a short spin kernel so that the events time the GPU, not Python.
-  `KernelTimer.attach(rt)` shadows the `launch` method of one loaded program's `Runtime` instance,
-  so production calls of other programs pay nothing and gpu.py needs no hook; NVTX ranges
-  named after the short kernel names when `cupy.cuda.nvtx` is available.
+  `KernelTimer.attach(rt)` adds a launch observer to one loaded program's `Runtime` instance
+  (`Runtime.observers`), so production calls of other programs pay nothing; the events are those
+  of `backend.events`, as the granule's per-program timers; NVTX ranges named after the short
+  kernel names when `cupy.cuda.nvtx` is available.
 * Per kernel on the CPU: the C++ target runs all kernels in one C call, so each kernel is built
   as a program of its own (same arguments, same temporaries) and timed alone.
 * Ceiling: a device-to-device copy (read + write bytes) -- CuPy on a GPU, threaded NumPy on the CPU.
@@ -26,6 +27,7 @@ import numpy as np
 
 from icoforge.backend import ir
 from icoforge.backend.codegen.cuda import WIDE_SUFFIX
+from icoforge.backend.events import EventClock, event_clock, record_around
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,38 +101,38 @@ def _by_kernel(records: Iterable[tuple[str, float]]) -> dict[str, Stats]:
 
 
 class KernelTimer:
-    """Events around every launch of one `Runtime` (icoforge.backend.gpu). Off until attached."""
+    """Events around every launch of one `Runtime` (icoforge.backend.gpu), as one of its launch
+    observers. Off until attached."""
 
     def __init__(self, nvtx: bool = True):
         self.records: list[tuple[str, Any, Any]] = []
         self._nvtx = _nvtx() if nvtx else None
         self._rt = None
+        self._clock: EventClock | None = None  # the attached runtime's events; kept after detach
 
     def attach(self, rt: Any) -> KernelTimer:
-        cp, inner = rt.cp, type(rt).launch  # the class's launch: never wraps a wrapper
-
-        def launch(kernel: Any, grid: tuple, block: tuple, args: tuple) -> None:
-            name = _kernel_name(kernel)
-            start, end = cp.cuda.Event(), cp.cuda.Event()
-            # the stream the kernel goes to (CuPy's current one unless the runtime has its own):
-            # an event on another stream would not wait for the work queued before the kernel
-            stream = rt.stream if rt.stream is not None else cp.cuda.get_current_stream()
-            if self._nvtx is not None:
-                self._nvtx.RangePush(name)
-            start.record(stream)
-            inner(rt, kernel, grid, block, args)
-            end.record(stream)
-            if self._nvtx is not None:
-                self._nvtx.RangePop()
-            self.records.append((name, start, end))
-
-        rt.launch = launch  # an instance attribute shadows the method for this runtime only
+        self._clock = event_clock(rt.cp)
+        rt.observers.append(self._observe)
         self._rt = rt
         return self
 
+    def _observe(self, kernel: Any, stream: Any, launch: Callable[[], None]) -> None:
+        name = _kernel_name(kernel)
+        pair = self._clock.make()
+        # the stream the kernel goes to (CuPy's current one unless the runtime has its own):
+        # an event on another stream would not wait for the work queued before the kernel
+        if stream is None:
+            stream = self._rt.cp.cuda.get_current_stream()
+        if self._nvtx is not None:
+            self._nvtx.RangePush(name)
+        record_around(pair, stream, launch)
+        if self._nvtx is not None:
+            self._nvtx.RangePop()
+        self.records.append((name, *pair))
+
     def detach(self) -> None:
-        if self._rt is not None and "launch" in vars(self._rt):
-            del self._rt.launch
+        if self._rt is not None and self._observe in self._rt.observers:
+            self._rt.observers.remove(self._observe)
         self._rt = None
 
     def clear(self) -> None:
@@ -141,8 +143,7 @@ class KernelTimer:
         if not self.records:
             return {}
         self.records[-1][2].synchronize()
-        cp = self._rt.cp if self._rt is not None else __import__("cupy")
-        return _by_kernel((name, cp.cuda.get_elapsed_time(start, end) * 1e-3) for name, start, end in self.records)
+        return _by_kernel((name, self._clock.seconds(start, end)) for name, start, end in self.records)
 
 
 def time_gpu_kernels(
@@ -187,16 +188,14 @@ class HostKernelTimer(KernelTimer):
         super().__init__(nvtx=False)
 
     def attach(self, rt: Any) -> HostKernelTimer:
-        inner = type(rt).launch
-
-        def launch(kernel: Any, grid: tuple, block: tuple, args: tuple) -> None:
-            t0 = time.perf_counter()
-            inner(rt, kernel, grid, block, args)
-            self.records.append((_kernel_name(kernel), time.perf_counter() - t0))
-
-        rt.launch = launch
+        rt.observers.append(self._observe)
         self._rt = rt
         return self
+
+    def _observe(self, kernel: Any, stream: Any, launch: Callable[[], None]) -> None:
+        t0 = time.perf_counter()
+        launch()
+        self.records.append((_kernel_name(kernel), time.perf_counter() - t0))
 
     def per_kernel(self) -> dict[str, Stats]:
         return _by_kernel(self.records)
@@ -255,21 +254,35 @@ def single_kernel_program(program: ir.ProgramIR, kernel: ir.Kernel) -> ir.Progra
     return ir.replace(program, steps=(kernel,))
 
 
-def cpu_kernel_callables(program: ir.ProgramIR, kernels: Sequence[str] | None = None) -> dict[str, Callable]:
-    """name -> callable(*positional_args, offset_provider=...) running that kernel alone."""
+def single_kernel_callables(
+    pairs: Iterable[tuple[ir.ProgramIR, ir.Kernel]], workers: int = 1, status: Callable[[str], None] = lambda _: None
+) -> dict[tuple[int, str], Callable]:
+    """(id(program), kernel name) -> callable(*positional_args, offset_provider=...) running that
+    kernel alone: one C++ module per distinct single-kernel program, built in `workers` threads
+    (each a compiler process) and cached on disk."""
     from icoforge.backend.build import build_cpu_module
     from icoforge.backend.codegen.cpp import render_program_cpp
     from icoforge.backend.workflow import CPUArtifact, module_name_for
 
-    out = {}
-    for k in program.kernels():
-        if kernels is not None and k.name not in kernels:
-            continue
+    sources: dict[str, tuple[str, str]] = {}  # module name -> (source, program name)
+    module_of: dict[tuple[int, str], str] = {}
+    for program, k in pairs:
         sub = single_kernel_program(program, k)
         name = module_name_for(sub)
-        so, _ = build_cpu_module(render_program_cpp(sub, name), name)
-        out[k.name] = CPUArtifact(str(so), name, program.name).load()
-    return out
+        module_of[(id(program), k.name)] = name
+        if name not in sources:
+            sources[name] = (render_program_cpp(sub, name), program.name)
+    status(f"building {len(sources)} single-kernel C++ modules")
+    with cf.ThreadPoolExecutor(max(1, min(len(sources), workers))) as pool:
+        built = dict(zip(sources, pool.map(lambda n: build_cpu_module(sources[n][0], n)[0], sources)))
+    loaded = {n: CPUArtifact(str(built[n]), n, sources[n][1]).load() for n in sources}
+    return {key: loaded[name] for key, name in module_of.items()}
+
+
+def cpu_kernel_callables(program: ir.ProgramIR, kernels: Sequence[str] | None = None) -> dict[str, Callable]:
+    """name -> callable(*positional_args, offset_provider=...) running that kernel alone."""
+    chosen = [(program, k) for k in program.kernels() if kernels is None or k.name in kernels]
+    return {name: fn for (_, name), fn in single_kernel_callables(chosen).items()}
 
 
 def time_cpu_kernels(

@@ -51,7 +51,8 @@ def _icoforge(target: str) -> Callable[[], Any]:
     def make() -> Any:
         if target == "cpu":  # the C++ target takes only the schedule's inline policy
             return make_backend(target, schedule=schedule_from_env("cuda") if settings.current().schedule else None)
-        return make_backend(target, schedule=schedule_from_env(target.removeprefix("emulated-")))
+        vendor = target.removeprefix("emulated-").removesuffix("-on-cuda")  # hip-on-cuda: HIP's schedules
+        return make_backend(target, schedule=schedule_from_env(vendor))
 
     return make
 
@@ -143,14 +144,17 @@ BACKEND_FACTORIES: dict[str, Callable[[], Any]] = {
     "icoforge-cpu": _icoforge("cpu"),
     "icoforge-cuda": _icoforge("cuda"),
     "icoforge-hip": _icoforge("hip"),
+    # the HIP code and host plan on an NVIDIA GPU, through a thin HIP-on-CUDA header
+    "icoforge-hip-on-cuda": _icoforge("hip-on-cuda"),
     # the CUDA code and host plan run by CPU emulation: slow, for checking the GPU path without a GPU
     "icoforge-emulated-cuda": _icoforge("emulated-cuda"),
+    "icoforge-emulated-hip": _icoforge("emulated-hip"),
     "roundtrip": _roundtrip("default"),
     "roundtrip_gtir": _roundtrip("gtir"),
     "roundtrip-passes": _cached_passes_roundtrip,
 }
 
-GPU_BACKENDS = frozenset({"gtfn_gpu", "dace_gpu", "icoforge-cuda", "icoforge-hip"})
+GPU_BACKENDS = frozenset({"gtfn_gpu", "dace_gpu", "icoforge-cuda", "icoforge-hip", "icoforge-hip-on-cuda"})
 
 
 def backend_names() -> tuple[str, ...]:

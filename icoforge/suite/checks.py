@@ -1,8 +1,10 @@
 """Whole-catalogue checks: every dycore program through the icoforge backend.
 
 * `compile_all`: generate CUDA and HIP for every program and compile with nvcc (sm_90) and hipcc
-  (gfx90a); registers, spills and shared memory per kernel. Needs no GPU.
-* `verify_all`: every program on the CPU target against a GT4Py backend on real inputs.
+  (gfx90a), and the HIP source with nvcc through the HIP-on-CUDA header ("hip-on-cuda");
+  registers, spills and shared memory per kernel. Needs no GPU.
+* `verify_all`: every program on the CPU target (or another backend, e.g. the HIP source on an
+  NVIDIA GPU) against a GT4Py backend (or icoforge-cpu) on real inputs.
 Both run GT4Py's passes first, in parallel processes (they dominate the time).
 """
 
@@ -17,6 +19,7 @@ from typing import Callable
 
 from icoforge.backend.gpu import gpu_artifact
 from icoforge.backend.gpu_check import GPUCompileError, available_compilers, hipcc_check, nvcc_check
+from icoforge.backend.hip_on_cuda import hip_source_on_cuda
 from icoforge.backend.precompile import program_ir
 from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
 from icoforge.grids import load_grid
@@ -27,7 +30,7 @@ from icoforge.suite.verify import verify
 @dataclasses.dataclass(frozen=True)
 class CompileRow:
     program: str
-    compiler: str  # nvcc-sm_90 | hipcc-gfx90a
+    compiler: str  # nvcc-sm_90 | hipcc-gfx90a | nvcc-sm_90-hip (the HIP source through hip_on_cuda.h)
     kernel: str
     registers: int
     spill_stores: int
@@ -42,9 +45,12 @@ def compile_program(name: str, grid, compilers: tuple[str, ...]) -> list[Compile
     for compiler in compilers:
         vendor = "cuda" if compiler == "nvcc" else "hip"
         art = gpu_artifact(program, vendor, ProgramSchedule(VENDOR_DEFAULTS[vendor]))
-        label = "nvcc-sm_90" if vendor == "cuda" else "hipcc-gfx90a"
+        label = COMPILER_LABELS[compiler]
         try:
-            resources = nvcc_check(art.module_source) if vendor == "cuda" else hipcc_check(art.module_source)
+            if compiler == "hipcc":
+                resources = hipcc_check(art.module_source)
+            else:
+                resources = nvcc_check(art.module_source if vendor == "cuda" else hip_source_on_cuda(art.module_source))
         except GPUCompileError as e:
             rows.append(CompileRow(name, label, "*", 0, 0, 0, 0, str(e)[-500:]))
             continue
@@ -54,6 +60,9 @@ def compile_program(name: str, grid, compilers: tuple[str, ...]) -> list[Compile
         for missing in sorted(set(art.kernel_names) - found):
             rows.append(CompileRow(name, label, missing, 0, 0, 0, 0, "no resource report for this kernel"))
     return rows
+
+
+COMPILER_LABELS = {"nvcc": "nvcc-sm_90", "hipcc": "hipcc-gfx90a", "hip-on-cuda": "nvcc-sm_90-hip"}
 
 
 def _compile_one(name: str, grid_name: str, levels: int, compilers: tuple[str, ...]) -> list[CompileRow]:
@@ -66,13 +75,21 @@ def _compile_one(name: str, grid_name: str, levels: int, compilers: tuple[str, .
 
 
 def compile_all(
-    names: list[str], grid_name: str, levels: int, jobs: int, on_row: Callable[[CompileRow], None] | None = None
+    names: list[str], grid_name: str, levels: int, jobs: int, on_row: Callable[[CompileRow], None] | None = None,
+    compilers: tuple[str, ...] | None = None,
 ) -> list[CompileRow]:
     """Every program in `jobs` processes (passes and compilers both take seconds per program);
-    rows come back in the order of `names`."""
-    compilers = available_compilers()
+    rows come back in the order of `names`. `compilers`: of "nvcc", "hipcc", "hip-on-cuda" (the
+    HIP source with nvcc); default: nvcc and hipcc, whichever is installed."""
+    compilers = compilers or available_compilers()
     if not compilers:
         raise GPUCompileError("neither nvcc nor hipcc is installed")
+    have = available_compilers()
+    for c in compilers:
+        if c not in COMPILER_LABELS:
+            raise GPUCompileError(f"unknown compiler {c!r}; choose of {', '.join(COMPILER_LABELS)}")
+        if ("hipcc" if c == "hipcc" else "nvcc") not in have:
+            raise GPUCompileError(f"{c}: {'hipcc' if c == 'hipcc' else 'nvcc'} is not installed")
     load_grid(grid_name, levels=levels, show_progress=False)  # generate once, before the workers
     by_name: dict[str, list[CompileRow]] = {}
     ctx = multiprocessing.get_context("spawn")
@@ -106,12 +123,12 @@ class VerifyRow:
     detail: str = ""
 
 
-def verify_one(name: str, grid_name: str, levels: int, reference: str, seed: int) -> VerifyRow:
+def verify_one(name: str, grid_name: str, levels: int, reference: str, seed: int, backend: str = "icoforge-cpu") -> VerifyRow:
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread per worker: the workers fill the cores
     t0 = time.perf_counter()
     try:
         g = load_grid(grid_name, levels=levels, show_progress=False)
-        res = verify(get_program(name), "icoforge-cpu", reference, g, seed=seed)
+        res = verify(get_program(name), backend, reference, g, seed=seed)
         return VerifyRow(name, "PASS" if res.passed else "FAIL", res.max_rel_err, time.perf_counter() - t0,
                          "" if res.passed else res.summary()[-600:])  # fmt: skip
     except Exception as e:

@@ -8,69 +8,69 @@ per kernel: N candidates cost N program runs, whatever the number of kernels.
 
 from __future__ import annotations
 
+import re
+
 from icoforge.backend.schedule import VENDOR_DEFAULTS, Schedule
 from icoforge.errors import IcoforgeError
 
 SPACES = ("quick", "full")
 
+# A candidate's id names its knobs, words joined by "_" (e.g. "block128x1_kpt4_idx32"): the id is
+# the one place a candidate is written down, `knobs` reads it.
+QUICK = (
+    "block128x1", "block256x1", "block32x8", "block64x4", "kpt2", "kpt4", "unroll2", "hpt2", "block32x4",
+    "idx32", "idx64", "idx_auto", "smem", "block32x8_idx32", "kpt2_idx32", "block128x1_kpt4_idx32",
+)  # fmt: skip
+FULL = (
+    "block64x1", "block512x1", "block32x2", "block128x2", "block64x8", "kpt8", "unroll4", "hpt4", "maxreg64",
+    "maxreg128", "minblocks4", "kpt2_unroll2", "kpt4_idx32", "smem_idx32", "smem_kpt2", "block32x8_kpt2",
+)  # fmt: skip
+HIP_ONLY = ("chiplet8",)
 
-def candidates(vendor: str, space: str = "quick", emulated: bool = False) -> dict[str, Schedule]:
-    """id -> Schedule, the vendor default first (as "default"). `emulated`: leave out shared-memory
-    staging, which the CPU emulation cannot run (a block's threads never run together there)."""
+_WORDS = (  # word -> knobs of the Schedule
+    (r"block(\d+)x(\d+)", lambda x, y: {"block": (int(x), int(y))}),
+    (r"kpt(\d+)", lambda n: {"k_per_thread": int(n)}),
+    (r"unroll(\d+)", lambda n: {"k_unroll": int(n)}),
+    (r"hpt(\d+)", lambda n: {"h_per_thread": int(n)}),
+    (r"idx(32|64)", lambda n: {"index_bits": int(n)}),
+    (r"idx_auto", lambda: {"index_bits": "auto"}),
+    (r"smem", lambda: {"smem_tables": ("*",)}),
+    (r"maxreg(\d+)", lambda n: {"max_registers": int(n)}),
+    (r"minblocks(\d+)", lambda n: {"min_blocks_per_sm": int(n)}),
+    (r"chiplet(\d+)", lambda n: {"chiplet_remap": True, "chiplets": int(n)}),
+)
+
+
+def knobs(candidate: str) -> dict:
+    """The Schedule knobs a candidate id names: "block32x8_idx32" -> block (32, 8), index_bits 32."""
+    out: dict = {}
+    rest = candidate
+    while rest:
+        for pattern, make in _WORDS:
+            m = re.match(pattern + r"(?:_|$)", rest)
+            if m:
+                out.update(make(*m.groups()))
+                rest = rest[m.end() :]
+                break
+        else:
+            raise IcoforgeError(f"candidate {candidate!r}: no knob is named {rest!r}")
+    return out
+
+
+def candidates(vendor: str, space: str = "quick") -> dict[str, Schedule]:
+    """id -> Schedule, the vendor default first (as "default"). The same space on a GPU and in the
+    CPU emulation (which runs shared-memory staging and its barriers too)."""
     if vendor not in VENDOR_DEFAULTS:
         raise IcoforgeError(f"no schedules for vendor {vendor!r}; choose one of {', '.join(VENDOR_DEFAULTS)}")
     if space not in SPACES:
         raise IcoforgeError(f"unknown search space {space!r}; choose one of {', '.join(SPACES)}")
     base = VENDOR_DEFAULTS[vendor]
-
-    def s(**knobs) -> Schedule:
-        return base.replace(**knobs).validate()
-
-    quick = {
-        "block128x1": s(block=(128, 1)),
-        "block256x1": s(block=(256, 1)),
-        "block32x8": s(block=(32, 8)),
-        "block64x4": s(block=(64, 4)),
-        "kpt2": s(k_per_thread=2),
-        "kpt4": s(k_per_thread=4),
-        "unroll2": s(k_unroll=2),
-        "hpt2": s(h_per_thread=2),
-        "block32x4": s(block=(32, 4)),
-        "idx32": s(index_bits=32),
-        "idx64": s(index_bits=64),
-        "idx_auto": s(index_bits="auto"),
-        "smem": s(smem_tables=("*",)),
-        "block32x8_idx32": s(block=(32, 8), index_bits=32),
-        "kpt2_idx32": s(k_per_thread=2, index_bits=32),
-        "block128x1_kpt4_idx32": s(block=(128, 1), k_per_thread=4, index_bits=32),
-    }
-    full = {
-        "block64x1": s(block=(64, 1)),
-        "block512x1": s(block=(512, 1)),
-        "block32x2": s(block=(32, 2)),
-        "block128x2": s(block=(128, 2)),
-        "block64x8": s(block=(64, 8)),
-        "kpt8": s(k_per_thread=8),
-        "unroll4": s(k_unroll=4),
-        "hpt4": s(h_per_thread=4),
-        "maxreg64": s(max_registers=64),
-        "maxreg128": s(max_registers=128),
-        "minblocks4": s(min_blocks_per_sm=4),
-        "kpt2_unroll2": s(k_per_thread=2, k_unroll=2),
-        "kpt4_idx32": s(k_per_thread=4, index_bits=32),
-        "smem_idx32": s(smem_tables=("*",), index_bits=32),
-        "smem_kpt2": s(smem_tables=("*",), k_per_thread=2),
-        "block32x8_kpt2": s(block=(32, 8), k_per_thread=2),
-    }
-    if vendor == "hip":
-        full["chiplet8"] = s(chiplet_remap=True)
-    chosen = {"default": base, **quick, **(full if space == "full" else {})}
+    ids = QUICK + ((FULL + (HIP_ONLY if vendor == "hip" else ())) if space == "full" else ())
+    chosen = {"default": base, **{c: base.replace(**knobs(c)).validate() for c in ids}}
     # the same schedule under two names (a knob equal to the vendor default) is timed once
     unique: dict[str, Schedule] = {}
     for name, sched in chosen.items():
         if sched in unique.values() and name != "default":
-            continue
-        if emulated and sched.smem_tables:
             continue
         unique[name] = sched
     return unique

@@ -346,7 +346,7 @@ def tune_suite_program(
     outputs = tuple(o for o in info.outputs if o in args)
     return tune_program(
         pir, args, grid.connectivities, outputs, tuple(info.inouts), target,
-        candidates(target.vendor, space, emulated=target.emulated), repeat=repeat, min_gain=min_gain,
+        candidates(target.vendor, space), repeat=repeat, min_gain=min_gain,
         progress=progress, program=name, grid=grid.name, levels=int(grid.num_levels), jobs=jobs,
     )  # fmt: skip
 

@@ -140,6 +140,22 @@ def to_cartesian(
     _to_cartesian(lat, lon, h, out=out)
 
 
+@gtx.field_operator
+def _clash(
+    a: gtx.Field[[CellDim, KDim], f64], b: gtx.Field[[CellDim, KDim], f64], e: gtx.Field[[EdgeDim, KDim], f64], s: f64
+) -> gtx.Field[[CellDim, KDim], f64]:
+    return a + b * s + neighbor_sum(e(C2E), axis=C2EDim)
+
+
+@gtx.program
+def names_of_the_host_plan(
+    rt: gtx.Field[[CellDim, KDim], f64], np: gtx.Field[[CellDim, KDim], f64], math: gtx.Field[[EdgeDim, KDim], f64],
+    kernels: gtx.Field[[CellDim, KDim], f64], h0: gtx.int32, args: f64,
+):  # fmt: skip
+    # parameters named as the host plan's own names (the runtime, modules, launch arguments, bounds)
+    _clash(rt, np, math, args, out=kernels, domain={CellDim: (0, h0), KDim: (0, 10)})
+
+
 # --- harness ------------------------------------------------------------------------------------
 
 ICOFORGE = make_backend("cpu")
@@ -321,6 +337,33 @@ def test_tuple_of_fields_through_the_gpu_host_plan(tiny_grid, vendor):
         for ours in (cpu, gpu):
             assert_same(ours.asnumpy(), expected.asnumpy())
             assert not np.isnan(ours.asnumpy()).any()
+
+
+@pytest.mark.parametrize("vendor", ["cuda", "hip"])
+def test_parameters_named_like_the_host_plans_own_names(tiny_grid, vendor):
+    """Fields called `rt`, `np`, `math`, `kernels`, scalars `h0`, `args`: the host plan names every
+    program symbol `<role>_<name>`, so they clash with nothing (kernels run by CPU emulation; the C++
+    target too)."""
+    from icoforge.backend.codegen.host import names
+    from icoforge.backend.emulate import load_emulated
+    from icoforge.backend.gpu import gpu_artifact
+    from icoforge.backend.precompile import program_ir
+    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+
+    g, nk, n = tiny_grid, 10, 300
+    r = np.random.default_rng(17)
+    a, b = (_field([CellDim, KDim], (g.num_cells, nk), r) for _ in range(2))
+    e = _field([EdgeDim, KDim], (g.num_edges, nk), r)
+    c2e = g.connectivities["C2E"].asnumpy()
+    expected = a.asnumpy() + b.asnumpy() * 0.5 + e.asnumpy()[c2e].sum(axis=1)
+    art = gpu_artifact(program_ir(names_of_the_host_plan, g.connectivities), vendor, ProgramSchedule(VENDOR_DEFAULTS[vendor]))
+    assert f"{names.arg('rt')}, {names.arg('np')}," in art.host_plan
+    runs = {"gpu": load_emulated(art), "cpp": names_of_the_host_plan.with_backend(ICOFORGE)}
+    for label, run in runs.items():
+        out = _poisoned([CellDim, KDim], (g.num_cells, nk))
+        run(a, b, e, out, gtx.int32(n), 0.5, offset_provider=g.connectivities)
+        np.testing.assert_allclose(out.asnumpy()[:n], expected[:n], rtol=1e-13, atol=0, err_msg=label)
+        assert np.isnan(out.asnumpy()[n:]).all(), label
 
 
 def test_tuple_argument_of_the_wrong_length_is_refused():

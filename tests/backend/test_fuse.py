@@ -182,8 +182,7 @@ def test_fused_programs_on_the_gpu_agree_with_the_cpu_target(name, tiny_grid):
 def test_fused_granule_is_bit_identical_to_the_cpu_target(monkeypatch, icoforge_cache):
     """Every program of the granule's variants with `fuse: *`, CUDA code by emulation, three
     substeps from the same state: bit-identical to icoforge-cpu (R2B3/10). The variants bind
-    icon4py's static arguments, which makes kernels neighbours: rho_theta's four C2E2CO gradients
-    become one kernel there."""
+    icon4py's static arguments, which makes kernels neighbours."""
     from icoforge.granule.greenline import GreenlineOptions, run_greenline
 
     monkeypatch.setenv("ICOFORGE_SCHEDULE", '{"fuse": ["*"]}')
@@ -195,5 +194,7 @@ def test_fused_granule_is_bit_identical_to_the_cpu_target(monkeypatch, icoforge_
     assert set(worst) == {"vn", "w", "rho", "exner", "theta_v"}
     assert cmp.passed and all(v == 0.0 for v in worst.values()), worst
     cpu, emulated = ({p.name: p.kernels for p in r.programs} for r in report.results)
-    for name in ("compute_rho_theta_pgrad_and_update_vn", "compute_perturbed_quantities_and_interpolation"):
-        assert emulated[name] < cpu[name], (name, emulated[name], cpu[name])
+    # rho_theta's four gradients are recomputed in its last kernel by the inline pass (one kernel
+    # left on both targets); perturbed quantities keeps kernels over the same cells to fuse
+    name = "compute_perturbed_quantities_and_interpolation"
+    assert emulated[name] < cpu[name], (name, emulated[name], cpu[name])

@@ -139,3 +139,64 @@ def test_a_failing_call_records_nothing_and_replay_can_be_switched_off(monkeypat
     for _ in range(2):
         off.run(plan, (f, 6), {}, {"k": "kernel"})
     assert len(calls) == 2 and not off._plans
+
+
+def test_launch_observers_run_around_every_launch_replays_included():
+    """Timers attach to `Runtime.observers` (perf.timing.KernelTimer, granule DeviceBusy): each is
+    called around the launch, the first outermost, and sees replayed calls as the first one."""
+    import gt4py.next as gtx
+    from icon4py.model.common import dimension as dims
+
+    log: list = []
+
+    class Logging(EmulatedRuntime):
+        def _launch(self, kernel, grid, block, args):
+            log.append(("launch", kernel))
+
+    def observer(tag):
+        def observe(kernel, stream, launch):
+            log.append((f"{tag} before", kernel, stream))
+            launch()
+            log.append((f"{tag} after", kernel))
+
+        return observe
+
+    rt = Logging("p")
+    calls: list = []
+    plan = _recorder(rt, calls)
+    f = gtx.as_field([dims.CellDim, dims.KDim], np.zeros((6, 4)))
+    op = {}  # the same offset provider: the second call replays
+    rt.run(plan, (f, 6), op, {"k": "kernel"})
+    assert log == [("launch", "kernel")]  # no observer: the launch alone
+    outer, inner = observer("outer"), observer("inner")
+    rt.observers += [outer, inner]
+    for _ in range(2):  # the plan, then its replay
+        log.clear()
+        rt.run(plan, (f, 6), op, {"k": "kernel"})
+        expected = [("outer before", "kernel", None), ("inner before", "kernel", None), ("launch", "kernel")]
+        assert log == expected + [("inner after", "kernel"), ("outer after", "kernel")]
+    assert len(calls) == 1  # the second call was a replay
+    rt.observers.remove(outer)
+    log.clear()
+    rt.run(plan, (f, 6), op, {"k": "kernel"})
+    assert [e[0] for e in log] == ["inner before", "launch", "inner after"]
+
+
+def test_bind_program_runs_the_host_plan_on_any_runtime():
+    """`gpu.bind_program`: the one way a GPU artifact becomes a callable once its kernels are
+    loaded (CuPy functions on a GPU; here a stand-in kernel on the emulation's runtime)."""
+    from icoforge.backend.gpu import GPUArtifact, bind_program
+
+    plan = "def launch(args, offset_provider, kernels, rt):\n    rt.launch(kernels['k'], (1, 1, 1), (1, 1, 1), args)\n"
+    art = GPUArtifact("p", "cuda", "", plan, ("k",), (), tuple_params=((1, 2),))
+    launched = []
+
+    class Logging(EmulatedRuntime):
+        def _launch(self, kernel, grid, block, args):
+            launched.append((kernel, args))
+
+    rt = Logging("p")
+    program = bind_program(art, {"k": "kernel"}, rt)
+    program(1, (2, 3), offset_provider={}, out=4)  # the tuple flattened, `out` last, as GT4Py passes them
+    assert launched == [("kernel", (1, 2, 3, 4))]
+    assert program.icoforge_runtime is rt and program.icoforge_artifact is art and program.icoforge_kernels == {"k": "kernel"}

@@ -54,6 +54,16 @@ def test_all_pages(tiny_grid, program, target):
             assert "amdgpu_flat_work_group_size(1, 256)" in kernels[0].text  # the HIP vendor default
 
 
+def test_the_inline_decisions_follow_the_kernel_ir(tiny_grid):
+    name = "apply_divergence_damping_and_update_vn"
+    pages = explain(name, tiny_grid, "cpp", ["ir"])
+    assert [p.stage for p in pages] == ["ir", "ir"] and pages[0].title.startswith("kernel IR")
+    assert pages[1].title == "temporaries: 0 of 1 inlined (inline=auto)"
+    assert "__tmp_0 (appl_dive_damp_upda_vn_k0 -> appl_dive_damp_upda_vn_k1): kept: " in pages[1].text
+    (ir_all, decided) = explain(name, tiny_grid, "cpp", ["ir"], inline_policy="all")
+    assert decided.title == "temporaries: 1 of 1 inlined (inline=all)" and "(1 kernels;" in ir_all.title
+
+
 def test_diff_between_schedules(tiny_grid):
     (page,) = explain("compute_divergence_of_fluxes_of_rho_and_theta", tiny_grid, "cuda", [], diff="128,1")
     assert page.stage == "diff" and page.lexer == "diff"

@@ -12,7 +12,7 @@ from icon4py.model.common.dimension import C2E
 
 from icoforge.backend import ir
 from icoforge.backend.precompile import program_ir
-from icoforge.perf.hostexpr import HostEvalError, domain_ranges, evaluate
+from icoforge.backend.codegen.host import HostEvalError, domain_ranges, evaluate
 from icoforge.perf.model import CallSizes, cost_of_call, expr_flops, program_cost
 from icoforge.suite import get_program
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import math
 import pathlib
 
+import gt4py.next as gtx
+import numpy as np
 import pytest
+from icon4py.model.common import dimension as dims
 
 from icoforge.perf import roofline, timing
 from icoforge.perf.roofline import Point, labels_for, plot_roofline, safe_path, safe_stem, short_label
@@ -114,18 +117,18 @@ class _FakeCuda:
         return (end.t - start.t) * 1e3  # milliseconds, as CuPy
 
 
-class _FakeRuntime:
-    """Stands in for icoforge.backend.gpu.Runtime: the timer only needs `cp`, `stream`, `launch`."""
+def _fake_runtime():
+    """icoforge.backend.gpu.Runtime over a fake CuPy (events only); launches call the kernel."""
+    from icoforge.backend.gpu import Runtime
 
-    cp = type("cp", (), {"cuda": _FakeCuda})
-    stream = None
+    class FakeRuntime(Runtime):
+        def _launch(self, kernel, grid, block, args):
+            kernel(grid, block, args)
+            self.launched.append(kernel.name)
 
-    def __init__(self):
-        self.launched = []
-
-    def launch(self, kernel, grid, block, args):
-        kernel(grid, block, args)
-        self.launched.append(kernel.name)
+    rt = FakeRuntime("p", xp=type("cp", (), {"cuda": _FakeCuda}))
+    rt.launched = []
+    return rt
 
 
 class _Kernel:
@@ -137,7 +140,7 @@ class _Kernel:
 
 
 def test_kernel_timer_wraps_one_runtime():
-    rt, other = _FakeRuntime(), _FakeRuntime()
+    rt, other = _fake_runtime(), _fake_runtime()
     timer = timing.KernelTimer(nvtx=False).attach(rt)
     for _ in range(3):
         rt.launch(_Kernel("p_k0"), (1, 1, 1), (128, 1, 1), ())
@@ -149,6 +152,40 @@ def test_kernel_timer_wraps_one_runtime():
     assert {ev.stream for _, start, end in timer.records for ev in (start, end)} == {"current"}
     assert rt.launched == ["p_k0", "p_k1"] * 3  # the real launch still ran
     timer.detach()
-    assert "launch" not in vars(rt)
+    assert rt.observers == []
     rt.launch(_Kernel("p_k0"), (1, 1, 1), (128, 1, 1), ())
     assert len(timer.records) == 6
+
+
+CK = gtx.Field[[dims.CellDim, dims.KDim], gtx.float64]
+
+
+@gtx.field_operator
+def _scaled(a: CK, s: gtx.float64) -> CK:
+    return a * s
+
+
+@gtx.program
+def two_kernels(a: CK, b: CK, out_a: CK, out_b: CK):
+    _scaled(a, 2.0, out=out_a)
+    _scaled(b, 3.0, out=out_b)
+
+def test_single_kernel_callables_run_each_kernel_alone(tiny_grid):
+    """The one single-kernel C++ path of the CPU timers (`timing.cpu_kernel_callables`, the
+    greenline's per-kernel timing): one module per kernel, built in threads; each callable runs
+    its kernel alone, with the whole program's arguments."""
+    from icoforge.backend.precompile import program_ir
+
+    g, nk = tiny_grid, 10
+    pir = program_ir(two_kernels, g.connectivities)
+    kernels = [k.name for k in pir.kernels()]
+    assert len(kernels) == 2
+    fns = timing.single_kernel_callables([(pir, k) for k in pir.kernels()], workers=2)
+    assert set(fns) == {(id(pir), k) for k in kernels}
+    assert timing.cpu_kernel_callables(pir, kernels[-1:]).keys() == {kernels[-1]}
+    r = np.random.default_rng(3)
+    a, b = (gtx.as_field([dims.CellDim, dims.KDim], r.random((g.num_cells, nk))) for _ in range(2))
+    outs = [gtx.as_field([dims.CellDim, dims.KDim], np.full((g.num_cells, nk), np.nan)) for _ in range(2)]
+    fns[(id(pir), kernels[-1])](a, b, *outs, offset_provider=g.connectivities)
+    assert np.isnan(outs[0].asnumpy()).all()  # the first kernel did not run
+    np.testing.assert_array_equal(outs[1].asnumpy(), b.asnumpy() * 3.0)
