@@ -17,8 +17,8 @@ def compilable_program(program: Any, offset_provider: dict) -> definitions.Compi
     return gt4py_compat.compilable_program(program, offset_provider)
 
 
-def program_ir(program: Any, offset_provider: dict) -> ir.ProgramIR:
-    tr, _ = workflow.translate(compilable_program(program, offset_provider))
+def program_ir(program: Any, offset_provider: dict, inline_policy: str = "auto") -> ir.ProgramIR:
+    tr, _ = workflow.translate(compilable_program(program, offset_provider), inline_policy=inline_policy)
     return tr.program
 
 

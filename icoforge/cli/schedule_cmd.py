@@ -86,7 +86,7 @@ def _run(args: argparse.Namespace, settings: list[str], kernels: list[str]) -> i
     with StepProgress(make_console(stderr=True)) as step:  # stderr: --json output stays parseable
         step(f"GT4Py passes for {info.name} (cached after the first time)")
         grid = load_grid(args.grid, levels=args.levels, show_progress=False)
-        program = program_ir(info.program, grid.connectivities)
+        program = program_ir(info.program, grid.connectivities, parsed.inline)
     if parsed.fuses(program.name):  # kernel names are the fused ones then
         program = fuse_kernels(program)
     names = [k.name for k in program.kernels()]

@@ -60,17 +60,24 @@ def test_check_refuses_illegal_schedules_in_one_line(tiny_grid, capsys, settings
 
 
 def test_fuse_shows_the_fused_kernels_and_takes_settings_for_them(tiny_grid, capsys, tmp_path):
-    src = tmp_path / "k.cu"
+    # rho_theta's four gradient kernels fuse when they are not inlined into their reader
+    src, sched = tmp_path / "k.cu", tmp_path / "s.json"
+    sched.write_text('{"inline": "off"}')
     argv = ["schedule", "check", "compute_rho_theta_pgrad_and_update_vn", *GRID, "--fuse", "--no-compile", "--json",
-            "--kernel", "comp_rho_thet_pgra_upda_vn_k7to10", "--set", "block=64,2", "--emit", str(src)]  # fmt: skip
+            "--schedule", str(sched), "--kernel", "comp_rho_thet_pgra_upda_vn_k7to10", "--set", "block=64,2",
+            "--emit", str(src)]  # fmt: skip
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     names = [k["kernel"] for k in out["kernels"]]
     assert "comp_rho_thet_pgra_upda_vn_k7to10" in names and "comp_rho_thet_pgra_upda_vn_k7" not in names
     fused = next(k for k in out["kernels"] if k["kernel"] == "comp_rho_thet_pgra_upda_vn_k7to10")
     assert fused["schedule"]["block"] == [64, 2]
-    assert out["schedule"]["fuse"] == ["compute_rho_theta_pgrad_and_update_vn"]
+    assert out["schedule"]["fuse"] == ["compute_rho_theta_pgrad_and_update_vn"] and out["schedule"]["inline"] == "off"
     assert "comp_rho_thet_pgra_upda_vn_k7to10(" in src.read_text()
+    # with the default inline policy the gradients are recomputed in the last kernel: nothing to fuse
+    assert main(argv[:-8] + ["--set", "block=64,2"]) == 0
+    names = [k["kernel"] for k in json.loads(capsys.readouterr().out)["kernels"]]
+    assert not any(n.startswith("comp_rho_thet_pgra_upda_vn_k7") for n in names)
 
 
 @pytest.mark.parametrize(
