@@ -32,10 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from icoforge.backend import ir
 from icoforge.backend.build import build_cpu_module
 from icoforge.backend.codegen.device import DeviceKernel, DeviceModule
-from icoforge.backend.gpu import GPUArtifact, GPUExecutor, Runtime
+from icoforge.backend.gpu import GPUArtifact, GPUExecutor, Runtime, bind_program
 from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
 from icoforge.errors import IcoforgeError
 
@@ -225,18 +224,7 @@ def load_emulated(art: GPUArtifact, thread_order: str = "forward"):
     """The artifact's program, run by CPU emulation: `program(*args, offset_provider=...)`.
     `thread_order` "reversed": the threads of each block (between barriers) in reverse order."""
     kernels, lib = load_kernels(art.device, thread_order)
-    namespace: dict[str, Any] = {}
-    exec(compile(art.host_plan, f"<icoforge host plan {art.program_name}>", "exec"), namespace)
-    launch = namespace["launch"]
-    rt = EmulatedRuntime(art.program_name)
-
-    def program(*args: Any, offset_provider: dict, out: Any = None) -> None:
-        if out is not None:
-            args = (*args, out)
-        rt.run(launch, ir.flat_call_args(args, art.tuple_params, art.program_name), offset_provider, kernels)
-
-    program.icoforge_artifact = art  # type: ignore[attr-defined]  # kernel names for reports
-    program.icoforge_runtime = rt  # type: ignore[attr-defined]  # as on the GPU: timers attach to it
+    program = bind_program(art, kernels, EmulatedRuntime(art.program_name))  # as on the GPU
     program.icoforge_barriers_passed = lib.emu_barriers_passed  # type: ignore[attr-defined]  # block barriers so far
     return program
 
