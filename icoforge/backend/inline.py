@@ -171,7 +171,7 @@ def _consider(program: ir.ProgramIR, t: ir.Temporary, policy: str) -> tuple[Deci
         program,
         steps=tuple(s for s in program.steps if not (isinstance(s, ir.Kernel) and not s.fields_written())),
         temporaries=tuple(x for x in program.temporaries if x.name != t.name),
-        distinct=_distinct(program, window, inputs),
+        distinct=_distinct(program, written, inputs),
     )
     return Decision(t.name, p.name, names, True, "", **cost), program
 
@@ -221,11 +221,10 @@ def _reads_miss_writes(prod: recompute.Producer, field: str, window: tuple[ir.St
     return True
 
 
-def _distinct(program: ir.ProgramIR, window: tuple[ir.Step, ...], inputs: set[str]) -> tuple[tuple[str, str], ...]:
-    """Reads of the producer's inputs now happen after the window's writes: those field arguments
-    must not share memory."""
+def _distinct(program: ir.ProgramIR, written: set[str], inputs: set[str]) -> tuple[tuple[str, str], ...]:
+    """Reads of the producer's inputs now happen after the writes of the kernels from producer to
+    last reader (`written`): those field arguments must not share memory."""
     params = [p.name for p in program.params if isinstance(p, ir.FieldParam)]
-    written = {f for s in window for k in ir.step_kernels(s) for f in k.fields_written()}
     pairs = dict.fromkeys(program.distinct)
     pairs.update(dict.fromkeys((w, f) for w in params if w in written for f in params if f in inputs and f != w))
     return tuple(pairs)
@@ -246,16 +245,17 @@ def inline_with_decisions(program: ir.ProgramIR, policy: str = "auto") -> tuple[
         return program, tuple(Decision(t.name, "", (), False, "inlining off") for t in program.temporaries)
     done: list[Decision] = []
     while True:
+        kept: list[Decision] = []  # this round's decisions; when none inlines, they are final
         for t in program.temporaries:
             decision, after = _consider(program, t, policy)
-            if after is not None:
-                done.append(decision)
-                program = after
-                break
-        else:
+            if after is None:
+                kept.append(decision)
+                continue
+            done.append(decision)
+            program = after
             break
-    kept = [_consider(program, t, policy)[0] for t in program.temporaries]
-    return program, (*done, *kept)
+        else:
+            return program, (*done, *kept)
 
 
 def inline_temporaries(program: ir.ProgramIR, policy: str = "auto") -> ir.ProgramIR:

@@ -147,6 +147,10 @@ class Producer:
     def converted(self, e: ir.Expr) -> ir.Expr:
         return e if e.dtype == self.dtype else ir.Cast(e, self.dtype)
 
+    def expression_at(self, load: ir.Load) -> ir.Expr:
+        """The stored value as one expression, at the point `load` reads (the lazy form)."""
+        return self.converted(moved(self.expr, *self.point(load)))
+
     def with_params(self, renamed: dict[ir.Param, ir.Param]) -> "Producer":
         if not renamed:
             return self
@@ -163,8 +167,8 @@ class Producer:
         )
 
 
-def moved(e: ir.Expr, h: ir.Expr | None, k: ir.Expr | None) -> ir.Expr:
-    """`e` evaluated at horizontal index `h` and level `k` instead of the kernel's own point."""
+def _to_point(h: ir.Expr | None, k: ir.Expr | None):
+    """The rewrite that replaces the kernel's own point (`i`, `k`) by `h` and `k`."""
 
     def fn(x: ir.Expr) -> ir.Expr:
         if isinstance(x, ir.HIndex) and h is not None:
@@ -173,7 +177,12 @@ def moved(e: ir.Expr, h: ir.Expr | None, k: ir.Expr | None) -> ir.Expr:
             return k
         return x
 
-    return ir.rewrite(e, fn)
+    return fn
+
+
+def moved(e: ir.Expr, h: ir.Expr | None, k: ir.Expr | None) -> ir.Expr:
+    """`e` evaluated at horizontal index `h` and level `k` instead of the kernel's own point."""
+    return ir.rewrite(e, _to_point(h, k))
 
 
 # --- where a reader loads the temporary -----------------------------------------------------------
@@ -245,14 +254,12 @@ class _Copies:
 
     def at(self, load: ir.Load) -> tuple[tuple[ir.Stmt, ...], ir.Var]:
         """The producer's statements at `load`'s point and the variable holding the value."""
-        h, k = self.prod.point(load)
         tag = f"{self.short}_at{self.n}"
         self.n += 1
         mapping = {name: self.fresh(f"{name}_{tag}") for name in self.defined}
-        stmts = ir.rewrite_stmts(ir.rename_vars(self.prod.stmts, mapping), lambda x: moved(x, h, k) if isinstance(x, (ir.HIndex, ir.KIndex)) else x)
-        value = moved(ir.rewrite(self.prod.value, lambda x: dataclasses.replace(x, name=mapping[x.name]) if isinstance(x, ir.Var) and x.name in mapping else x), h, k)
         var = ir.Var(self.fresh(tag), self.prod.dtype)
-        return (*stmts, ir.Let(var, self.prod.converted(value))), var
+        copy = (*self.prod.stmts, ir.Let(var, self.prod.converted(self.prod.value)))
+        return ir.rewrite_stmts(ir.rename_vars(copy, mapping), _to_point(*self.prod.point(load))), var
 
 
 def _rewritten(stmts: tuple[ir.Stmt, ...], copies: _Copies, known: dict[ir.Load, ir.Var]) -> tuple[ir.Stmt, ...]:
@@ -261,7 +268,7 @@ def _rewritten(stmts: tuple[ir.Stmt, ...], copies: _Copies, known: dict[ir.Load,
 
     def replace(e: ir.Expr) -> ir.Expr:
         if isinstance(e, ir.Load) and e.field == prod.field:
-            return known.get(e) or prod.converted(moved(prod.expr, *prod.point(e)))
+            return known.get(e) or prod.expression_at(e)
         return e
 
     out: list[ir.Stmt] = []
@@ -308,9 +315,7 @@ def inlined_into(reader: ir.Kernel, prod: Producer, program_names: set[str]) -> 
     copies = _Copies(prod, ir.variables(reader.all_stmts()) | {s.var.name for s in reader.state} | program_names)
 
     def expr_only(x: ir.Expr) -> ir.Expr:
-        if isinstance(x, ir.Load) and x.field == prod.field:
-            return prod.converted(moved(prod.expr, *prod.point(x)))
-        return x
+        return prod.expression_at(x) if isinstance(x, ir.Load) and x.field == prod.field else x
 
     return dataclasses.replace(
         reader,
