@@ -60,6 +60,34 @@ SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) errors?")
 RACE = re.compile(r"RACECHECK SUMMARY: .*")
 
 
+# Where a reported hazard is: memcheck/initcheck name the kernel on the line after the error
+# ("=========     at KERNEL+0x..."), racecheck on the same line ("... access at KERNEL+0x...").
+# Host API errors (a cudaMemcpy of uninitialized memory) have no kernel.
+AT_KERNEL = re.compile(r"^=========\s+at (?:void )?([\w:]+)")
+RACE_AT = re.compile(r"Race reported between \w+ access at ([\w:]+)\+")
+HOST_API = "Host API memory access error"
+
+
+def _kernel_names(path: pathlib.Path) -> set[str]:
+    """icoforge's kernel names from a `kernels-*.txt` list (program, kernel, launches per line)."""
+    if not path.exists():
+        return set()
+    return {ln.split()[1] for ln in path.read_text().splitlines() if ln and not ln.startswith("#") and len(ln.split()) > 1}
+
+
+def where_reported(text: str, ours: set[str]) -> tuple[int, int, int]:
+    """(hazards printed in icoforge kernels, in other kernels, host API errors) of a log."""
+    mine = other = host = 0
+    for ln in text.splitlines():
+        m = AT_KERNEL.match(ln) or RACE_AT.search(ln)
+        if m:
+            name = m.group(1)
+            mine, other = (mine + 1, other) if name in ours else (mine, other + 1)
+        elif HOST_API in ln:
+            host += 1
+    return mine, other, host
+
+
 def _kernels(path: pathlib.Path) -> int:
     if not path.exists():
         return 0
@@ -74,7 +102,13 @@ def report(workdir: str, runs: list[str]) -> int:
     lines = ["# compute-sanitizer over the dycore granule's kernels", ""]
     lines += [(w / "header.txt").read_text().strip(), ""] if (w / "header.txt").exists() else []
     lines += [f"Without a tool (step 1, default schedule): {plain} icoforge kernels launched.", ""]
-    lines += ["| tool | schedule | errors | kernels launched | seconds | status |", "| --- | --- | ---: | ---: | ---: | --- |"]
+    ours = _kernel_names(w / "kernels-plain-default.txt")
+    lines += ["Errors: compute-sanitizer's count (all kernels of the process: CuPy's and CUB's kernels that",
+              "icon4py's grid set-up launches too). Printed: the hazards the log prints (at most",
+              "`--print-limit` per run) by where they are: in icoforge's kernels, in other kernels, host",
+              "API calls (a copy of uninitialized memory). \"ok\" needs zero errors.", ""]
+    lines += ["| tool | schedule | errors | printed: icoforge / other / host API | kernels launched | seconds | status |",
+              "| --- | --- | ---: | ---: | ---: | ---: | --- |"]
     bad = []
     details = []
     for spec in runs:
@@ -106,7 +140,8 @@ def report(workdir: str, runs: list[str]) -> int:
             status = "ok"
         if status != "ok":
             bad.append(f"{tag}: {status}")
-        lines.append(f"| {tool} | {sched} | {errors if counts else '-'} | {kernels} | {secs} | {status} |")
+        mine, other, host = where_reported(text, ours)
+        lines.append(f"| {tool} | {sched} | {errors if counts else '-'} | {mine} / {other} / {host} | {kernels} | {secs} | {status} |")
         if status != "ok" and text:
             first = [ln for ln in text.splitlines() if ln.startswith("=========")][:40]
             details += ["", f"## {tag}: {status}", "```", *first, "```"]
