@@ -14,6 +14,17 @@ Two neighbouring top-level kernels `a` then `b` are fused when:
 * `b`'s per-column prologue (hoisted k-invariant loads) reads nothing `a` writes (it now runs
   before `a`'s body), and their host-computed scalar arguments do not clash.
 
+A map kernel `b` right after a scan `a` runs inside the scan's level loop (the consumer computed
+at the scan's levels, Halide's compute_at), when the scan has produced everything `b` reads of it:
+* the same columns, `b`'s levels among the scan's (constant bounds; a guard where fewer);
+* `b` reads the scan's outputs in its own column at the level being computed or at levels the
+  scan has finished (above it in a backward scan, below it in a forward one), and never writes
+  them; the scan does not read what `b` writes at levels `b` has written by then; `b` reads its
+  own outputs only at its own point or at levels it never writes.
+Fused, an output `b` reads at the scan's level or the one finished just before comes from a
+register (a window of one level carried like the scan's state), and a temporary nobody else
+loads is no longer stored: the bytes of writing and reading it back go.
+
 Fusion reorders accesses of different members, so two field arguments sharing memory could give
 other results: each field argument written by one member and each field argument another member
 touches are added to `ProgramIR.distinct`, and the host plan refuses such calls (as for copy
@@ -25,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from icoforge.backend import ir
+from icoforge.backend import ir, recompute
 from icoforge.backend.forward import own_point
 
 _MEMBER = re.compile(r"^(.*)_k(\d+)$")
@@ -98,15 +109,177 @@ def merge(a: ir.Kernel, b: ir.Kernel) -> ir.Kernel:
     )
 
 
+# --- a map into the scan before it ---------------------------------------------------------------
+
+
+def _levels(d: ir.Domain) -> tuple[int, int] | None:
+    """[first, last] level of a domain with constant vertical bounds."""
+    if isinstance(d.k_start, ir.Const) and isinstance(d.k_end, ir.Const):
+        return int(d.k_start.value), int(d.k_end.value) - 1
+    return None
+
+
+def _column_offsets(stmts: tuple[ir.Stmt, ...], field: str, program: ir.ProgramIR) -> set[int] | None:
+    """The level offsets `c` of the loads of `field` (at `k + c`) in `stmts`; None if one is in
+    another column or at a level that is not `k + c`."""
+    kinds = dict(program.dim_kinds)
+    offsets: set[int] = set()
+    for e in _loads(stmts):
+        if e.field != field:
+            continue
+        dims = program.field(field).dims
+        c = recompute.level_offset(e.index[-1]) if dims and kinds.get(dims[-1]) == "vertical" else None
+        if c is None or not all(isinstance(x, ir.HIndex) and kinds.get(d) == "horizontal" for x, d in zip(e.index[:-1], dims[:-1])):
+            return None
+        offsets.add(c)
+    return offsets
+
+
+def _without_own_point_loads(stmts: tuple[ir.Stmt, ...], field: str) -> tuple[ir.Stmt, ...]:
+    """`stmts` with the loads of `field` at level `k` itself replaced by a constant."""
+    def fn(e: ir.Expr) -> ir.Expr:
+        own = isinstance(e, ir.Load) and e.field == field and recompute.level_offset(e.index[-1]) == 0
+        return _zero(e.dtype) if own else e
+
+    return ir.rewrite_stmts(stmts, fn)
+
+
+def _finished(scan: ir.Kernel, c: int) -> bool:
+    """Whether level `k + c` comes before level `k` in the scan's walk."""
+    return c > 0 if not scan.forward else c < 0
+
+
+def can_fuse_into_scan(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR) -> bool:
+    """Whether the map `b`, launched right after the scan `a`, can run inside `a`'s level loop."""
+    if not a.is_scan or b.is_scan or (a.domain.hdim, a.domain.h_start, a.domain.h_end) != (b.domain.hdim, b.domain.h_start, b.domain.h_end):
+        return False
+    la, lb = _levels(a.domain), _levels(b.domain)
+    if la is None or lb is None or not la[0] <= lb[0] <= lb[1] <= la[1]:
+        return False
+    wa, wb = set(a.fields_written()), set(b.fields_written())
+    if wa & wb or any(e.field in wa for e in _loads(b.prologue)):
+        return False
+    for f in wa:  # b reads the scan's outputs where the scan has computed them
+        offsets = _column_offsets(b.all_stmts(), f, program)
+        if offsets is None or any(c != 0 and not _finished(a, c) for c in offsets):
+            return False
+    for f in wb:
+        # the scan must not see what b wrote at the levels already walked
+        offsets = _column_offsets(a.all_stmts() + tuple(ir.Let(st.var, st.init) for st in a.state), f, program)
+        if offsets is None or any(_finished(a, c) for c in offsets):
+            return False
+        # b reads its own outputs at its own point, or at levels b never writes (the walk order
+        # of the scan would otherwise decide what it sees)
+        levels = recompute.stmts_levels_read(_without_own_point_loads(b.body, f), f, *lb)
+        if _column_offsets(b.body, f, program) is None or levels is None or any(lo <= lb[1] and hi >= lb[0] for lo, hi in levels):
+            return False
+    args_a = {p.name: v for p, v in a.args}
+    return all(args_a.get(p.name, v) == v for p, v in b.args)
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    new, n = name, 1
+    while new in taken:
+        n += 1
+        new = f"{name}{n}"
+    taken.add(new)
+    return new
+
+
+def _zero(dtype: str) -> ir.Const:
+    return ir.Const(False if dtype == "bool" else 0.0 if dtype in ir.FLOAT_DTYPES else 0, dtype)
+
+
+def merge_into_scan(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR) -> ir.Kernel:
+    """The scan `a` with `b`'s work at each of its levels (see the module doc); loads of the
+    scan's top-level outputs at the level being computed, or the one finished just before, read
+    registers."""
+    la, lb = _levels(a.domain), _levels(b.domain)
+    if lb != la:  # b's levels are fewer: guard its work
+        k = ir.KIndex()
+        inside = ir.Binary("and_", ir.Binary("greater_equal", k, ir.Const(lb[0], "int32"), "bool"),
+                           ir.Binary("less_equal", k, ir.Const(lb[1], "int32"), "bool"), "bool")  # fmt: skip
+        b = dataclasses.replace(b, body=(ir.If(inside, b.body, ()),))
+    m = merge(a, b)
+    head, tail = list(m.body[: len(a.body)]), m.body[len(a.body):]
+    taken = ir.variables(m.all_stmts()) | {st.var.name for st in m.state}
+    state, updates = list(m.state), []
+    step = 1 if not a.forward else -1  # the level finished just before k is k + step
+    stores = [s.field for s in ir.walk_stmts(a.body) if isinstance(s, ir.Store)]
+    for pos, s in enumerate(list(head)):
+        if not (isinstance(s, ir.Store) and stores.count(s.field) == 1):  # one store, at top level
+            continue
+        field, dtype = s.field, program.field(s.field).dtype
+        value = s.value if isinstance(s.value, ir.Var) else ir.Var(_fresh(f"{field}_now", taken), dtype)
+        if value is not s.value:
+            head[pos] = (ir.Let(value, s.value), ir.Store(field, value))
+        window = ir.Var(_fresh(f"{field}_prev", taken), dtype)
+        reads = recompute.stmts_levels_read(tail, field, *lb)
+        # the finished level is in a register when the scan has walked it at every level b reads it
+        from_window = reads is not None and all(la[0] <= lo and hi <= la[1] for lo, hi in reads)
+        used_window = False
+
+        def fn(e: ir.Expr) -> ir.Expr:
+            nonlocal used_window
+            if isinstance(e, ir.Load) and e.field == field:
+                c = recompute.level_offset(e.index[-1])
+                if c == 0:
+                    return value
+                if c == step and from_window:
+                    used_window = True
+                    return window
+            return e
+
+        tail = ir.rewrite_stmts(tail, fn)
+        if used_window:
+            state.append(ir.ScanState(window, _zero(dtype)))
+            updates.append(ir.Let(window, value, declared=True))
+    flat: list[ir.Stmt] = []
+    for s in head:
+        flat.extend(s if isinstance(s, tuple) else (s,))
+    return dataclasses.replace(m, body=(*flat, *tail, *updates), state=tuple(state))
+
+
+def _loaded(program: ir.ProgramIR) -> set[str]:
+    return {e.field for k in program.kernels() for e in k.exprs() if isinstance(e, ir.Load)}
+
+
+def _unstored_temporaries(program: ir.ProgramIR, loaded_before: set[str]) -> ir.ProgramIR:
+    """Temporaries that were loaded before fusion and are not any more (read from registers after
+    a scan fusion): their stores and allocations go."""
+    loaded = _loaded(program)
+    dead = {t.name for t in program.temporaries if t.name in loaded_before and t.name not in loaded}
+    if not dead:
+        return program
+
+    def without_stores(stmts: tuple[ir.Stmt, ...]) -> tuple[ir.Stmt, ...]:
+        out: list[ir.Stmt] = []
+        for s in stmts:
+            if isinstance(s, ir.If):
+                out.append(ir.If(s.cond, without_stores(s.then), without_stores(s.orelse)))
+            elif not (isinstance(s, ir.Store) and s.field in dead):
+                out.append(s)
+        return tuple(out)
+
+    def drop(k: ir.Kernel) -> ir.Kernel:
+        return dataclasses.replace(k, body=without_stores(k.body))
+
+    program = ir.map_kernels(program, drop)
+    return dataclasses.replace(program, temporaries=tuple(t for t in program.temporaries if t.name not in dead))
+
+
 def fuse_kernels(program: ir.ProgramIR) -> ir.ProgramIR:
-    """Fuse every run of neighbouring top-level kernels that `can_fuse` allows, greedily in
-    program order. Kernels under a host conditional stay as they are."""
+    """Fuse every run of neighbouring top-level kernels that `can_fuse` or `can_fuse_into_scan`
+    allows, greedily in program order. Kernels under a host conditional stay as they are."""
     steps: list[ir.Step] = []
     groups: list[list[ir.Kernel]] = []
     for s in program.steps:
         prev = steps[-1] if steps else None
         if isinstance(s, ir.Kernel) and isinstance(prev, ir.Kernel) and can_fuse(prev, s, program):
             steps[-1] = merge(prev, s)
+            groups[-1].append(s)
+        elif isinstance(s, ir.Kernel) and isinstance(prev, ir.Kernel) and can_fuse_into_scan(prev, s, program):
+            steps[-1] = merge_into_scan(prev, s, program)
             groups[-1].append(s)
         else:
             steps.append(s)
@@ -118,4 +291,4 @@ def fuse_kernels(program: ir.ProgramIR) -> ir.ProgramIR:
             touched_by_others = {f for j, o in enumerate(members) if j != i for f in (*o.fields_read(), *o.fields_written())}
             for w in m.fields_written():
                 pairs.update(dict.fromkeys((w, t) for t in sorted(touched_by_others & params) if w in params and t != w))
-    return dataclasses.replace(program, steps=tuple(steps), distinct=tuple(pairs))
+    return _unstored_temporaries(dataclasses.replace(program, steps=tuple(steps), distinct=tuple(pairs)), _loaded(program))

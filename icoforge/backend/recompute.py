@@ -384,3 +384,18 @@ def levels_read(e: ir.Expr, field: str, lo: int, hi: int) -> list[tuple[int, int
     if any(p is None for p in parts):
         return None
     return [r for p in parts for r in p]
+
+
+def stmts_levels_read(stmts: tuple[ir.Stmt, ...], field: str, lo: int, hi: int) -> list[tuple[int, int]] | None:
+    """`levels_read` over statements: an `If` on the level narrows the levels of its branches."""
+    found: list[tuple[int, int]] = []
+    for s in stmts:
+        if isinstance(s, ir.If):
+            parts = [levels_read(s.cond, field, lo, hi), stmts_levels_read(s.then, field, *_narrowed(lo, hi, s.cond, True)),
+                     stmts_levels_read(s.orelse, field, *_narrowed(lo, hi, s.cond, False))]  # fmt: skip
+        else:
+            parts = [levels_read(e, field, lo, hi) for e in ir.stmt_exprs(s)]
+        if any(p is None for p in parts):
+            return None
+        found += [r for p in parts for r in p]
+    return found

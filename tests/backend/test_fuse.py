@@ -85,6 +85,66 @@ def test_scans_other_domains_and_host_conditionals_are_not_fused():
     assert names(fuse.fuse_kernels(p)) == ["p_k0", "p_k1", "p_k3", "p_k2"]
 
 
+# --- a map into the scan before it -----------------------------------------------------------------
+
+S = ir.Var("s", "float64")
+
+
+def scan(name, *stmts, forward=False, domain=DOM):
+    """A scan carrying `s`: s = s + a at each level, stored to `t`, then `stmts`."""
+    body = (ir.Let(S, add(S, load("a")), declared=True), store("t", S), *stmts)
+    return ir.Kernel(name, domain, body, state=(ir.ScanState(S, ir.Const(0.0, "float64")),), forward=forward)
+
+
+def loads_of(k, field):
+    return [e for e in k.exprs() if isinstance(e, ir.Load) and e.field == field]
+
+
+def test_map_reading_finished_levels_runs_in_the_scan_and_the_temporary_goes():
+    # backward scan: levels above k are done; the map reads t at k and k + 1 (guarded at the top)
+    above = ir.Select(ir.Binary("less", ir.Binary("plus", ir.KIndex(), c(1), "int32"), c(4), "bool"), load("t", dk=1), load("b"), "float64")
+    p = program([scan("p_k0"), kernel("p_k1", store("out", add(load("t"), above)))])
+    f = fuse.fuse_kernels(p)
+    assert names(f) == ["p_k0to1"]
+    (k,) = f.kernels()
+    assert k.is_scan and not k.forward
+    assert [t.name for t in f.temporaries] == ["u"] and not loads_of(k, "t")  # t lives in registers
+    assert [st.var.name for st in k.state] == ["s", "t_prev"]
+    assert k.body[-1] == ir.Let(ir.Var("t_prev", "float64"), S, declared=True)  # the window moves last
+
+
+def test_a_level_the_scan_never_computes_is_still_loaded():
+    # t[k + 1] at the top level (k + 1 = 4) is outside the scan: memory, as unfused; t stays
+    p = program([scan("p_k0"), kernel("p_k1", store("out", load("t", dk=1)))])
+    f = fuse.fuse_kernels(p)
+    assert names(f) == ["p_k0to1"]
+    assert "t" in [t.name for t in f.temporaries] and loads_of(f.kernels()[0], "t")
+
+
+def test_unfinished_levels_and_what_the_scan_would_see_keep_kernels_apart():
+    forward_reads_above = program([scan("p_k0", forward=True), kernel("p_k1", store("out", load("t", dk=1)))])
+    backward_reads_below = program([scan("p_k0"), kernel("p_k1", store("out", load("t", dk=-1)))])
+    neighbour = program([scan("p_k0"), kernel("p_k1", store("out", load("t", neighbour=True)))])
+    # the scan reads `b` one level above, which the map has written by then in a backward walk
+    scan_sees_write = program([scan("p_k0", store("u", load("b", dk=1))), kernel("p_k1", store("b", load("t")))])
+    for p in (forward_reads_above, backward_reads_below, neighbour, scan_sees_write):
+        assert names(fuse.fuse_kernels(p)) == ["p_k0", "p_k1"], p.steps[1]
+    # one level below is still ahead of a backward walk: fused
+    scan_reads_ahead = program([scan("p_k0", store("u", load("b", dk=-1))), kernel("p_k1", store("b", load("t")))])
+    assert names(fuse.fuse_kernels(scan_reads_ahead)) == ["p_k0to1"]
+
+
+def test_a_map_over_fewer_levels_is_guarded():
+    fewer = ir.Domain("Cell", c(0), c(8), c(1), c(3))
+    more = ir.Domain("Cell", c(0), c(8), c(0), c(5))
+    p = program([scan("p_k0"), kernel("p_k1", store("out", load("t")), domain=fewer)])
+    (k,) = fuse.fuse_kernels(p).kernels()
+    guard = [s for s in k.body if isinstance(s, ir.If)]
+    assert len(guard) == 1 and "k >= 1" in str(guard[0].cond) and "k <= 2" in str(guard[0].cond)
+    beyond = program([scan("p_k0"), kernel("p_k1", store("out", load("t")), domain=more)])
+    assert names(fuse.fuse_kernels(beyond)) == ["p_k0", "p_k1"]
+
+
 def test_variables_are_renamed_and_common_neighbour_indices_shared():
     idx = ir.Let(ir.Var("C2E2CO_1", "int32"), ir.Table("C2E2CO", ir.HIndex(), 1))
     x = ir.Var("x", "float64")
@@ -144,7 +204,8 @@ def test_schedule_from_the_environment(monkeypatch, tmp_path):
 FUSED_PROGRAMS = (
     "compute_rho_theta_pgrad_and_update_vn",  # the four C2E2CO gradients
     "compute_perturbed_quantities_and_interpolation",
-    "vertically_implicit_solver_at_predictor_step",
+    "vertically_implicit_solver_at_predictor_step",  # the back substitution and the update: one scan
+    "vertically_implicit_solver_at_corrector_step",
 )
 
 
