@@ -1,4 +1,6 @@
-"""Bytes and kernels per program call with the inline pass off, auto and all (icoforge.backend.inline).
+"""Bytes and kernels per program call with the inline pass off, auto and all (icoforge.backend.inline),
+and with auto followed by kernel fusion (the schedule's `fuse: ["*"]`, icoforge.backend.fuse: maps over
+one domain, and a map into the scan before it).
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/inline_bytes.py [--grid R2B3 --levels 10] [--out FILE.md]
 
@@ -18,7 +20,8 @@ POLICIES = ("off", "auto", "all")
 
 
 def program_rows(grid, names):
-    from icoforge.backend import workflow
+    from icoforge.backend import pipeline, workflow
+    from icoforge.backend.schedule import ProgramSchedule
     from icoforge.perf.explain import compilable
     from icoforge.perf.model import program_cost
     from icoforge.perf.sizes import suite_sizes
@@ -34,6 +37,10 @@ def program_rows(grid, names):
             pir = workflow.translate(inp, inline_policy=policy)[0].program
             cost = program_cost(pir, sizes)
             row[policy] = (len(pir.kernels()), cost.bytes_read + cost.bytes_written, cost.flops)
+            if policy == "auto":
+                fused = pipeline.fuse(pir, ProgramSchedule(fuse=("*",)))
+                cost = program_cost(fused, sizes)
+                row["fused"] = (len(fused.kernels()), cost.bytes_read + cost.bytes_written, cost.flops)
         print(f"[{n}/{len(names)}] {name}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
         yield row
 
@@ -41,9 +48,9 @@ def program_rows(grid, names):
 def markdown(rows, grid_name: str, levels: int) -> str:
     import gt4py
 
-    changed = [r for r in rows if r["off"] != r["auto"] or r["off"] != r["all"]]
+    changed = [r for r in rows if r["off"] != r["auto"] or r["off"] != r["all"] or r["auto"] != r["fused"]]
     changed.sort(key=lambda r: r["auto"][1] - r["off"][1])
-    tot = {p: sum(r[p][1] for r in rows) for p in POLICIES}
+    tot = {p: sum(r[p][1] for r in rows) for p in (*POLICIES, "fused")}
     lines = [
         f"# Inlining temporaries: bytes and kernels per program call ({grid_name}/{levels} levels)",
         "",
@@ -51,16 +58,17 @@ def markdown(rows, grid_name: str, levels: int) -> str:
         "  sizes and static scalars of the suite (`icoforge explain --stage ir` shows the same totals)",
         f"- {len(rows)} programs; {len(changed)} change with `all` or `auto`; the rest are identical in every policy",
         f"- all programs together: off {tot['off'] / 1e6:.2f} MB, auto {tot['auto'] / 1e6:.2f} MB "
-        f"({100 * (tot['auto'] / tot['off'] - 1):+.1f} %), all {tot['all'] / 1e6:.2f} MB ({100 * (tot['all'] / tot['off'] - 1):+.1f} %)",
+        f"({100 * (tot['auto'] / tot['off'] - 1):+.1f} %), all {tot['all'] / 1e6:.2f} MB ({100 * (tot['all'] / tot['off'] - 1):+.1f} %), "
+        f"auto + fuse {tot['fused'] / 1e6:.2f} MB ({100 * (tot['fused'] / tot['off'] - 1):+.1f} %)",
         "",
-        "| program | kernels off / auto / all | MB off | MB auto | auto vs off | MB all | MFLOP off / auto |",
-        "|---|---|---:|---:|---:|---:|---|",
+        "| program | kernels off / auto / all / auto+fuse | MB off | MB auto | auto vs off | MB all | MB auto+fuse | fuse vs auto | MFLOP off / auto |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in changed:
-        (k0, b0, f0), (k1, b1, f1), (k2, b2, _) = r["off"], r["auto"], r["all"]
+        (k0, b0, f0), (k1, b1, f1), (k2, b2, _), (k3, b3, _) = r["off"], r["auto"], r["all"], r["fused"]
         lines.append(
-            f"| {r['program']} | {k0} / {k1} / {k2} | {b0 / 1e6:.3f} | {b1 / 1e6:.3f} | {100 * (b1 / b0 - 1):+.1f} % "
-            f"| {b2 / 1e6:.3f} | {f0 / 1e6:.2f} / {f1 / 1e6:.2f} |"
+            f"| {r['program']} | {k0} / {k1} / {k2} / {k3} | {b0 / 1e6:.3f} | {b1 / 1e6:.3f} | {100 * (b1 / b0 - 1):+.1f} % "
+            f"| {b2 / 1e6:.3f} | {b3 / 1e6:.3f} | {100 * (b3 / b1 - 1):+.1f} % | {f0 / 1e6:.2f} / {f1 / 1e6:.2f} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from icoforge.backend import ir
+from icoforge.backend.recompute import narrowed
 
 
 @dataclass(frozen=True)
@@ -14,6 +15,7 @@ class Access:
     """How one field dimension is indexed in a kernel.
 
     kind: "h" (the kernel's horizontal index, shifted by nothing), "k" (level + [lo, hi] offsets),
+    "levels" (the levels lo..hi themselves: a store under a level guard, e.g. of a fused kernel),
     "table" (through neighbour table `table`: any index of the target dimension), "const" (a
     fixed index `lo`), "local" (a neighbour slot of a sparse field).
     """
@@ -68,6 +70,37 @@ def _unconditional_exprs(kernel: ir.Kernel):
         yield from walk(st.init)
 
 
+def store_levels(kernel: ir.Kernel) -> dict[str, tuple[int, int] | None]:
+    """field -> the levels [lo, hi] the kernel's stores of it can run at: its constant level range
+    narrowed by the level guards (`If` on k) around them; None when not known that way."""
+    d = kernel.domain
+    whole = (int(d.k_start.value), int(d.k_end.value) - 1) if isinstance(d.k_start, ir.Const) and isinstance(d.k_end, ir.Const) else None
+    found: dict[str, tuple[int, int] | None] = {}
+
+    def walk(stmts: tuple[ir.Stmt, ...], levels: tuple[int, int] | None) -> None:
+        for s in stmts:
+            if isinstance(s, ir.If):
+                walk(s.then, None if levels is None else narrowed(*levels, s.cond, True))
+                walk(s.orelse, None if levels is None else narrowed(*levels, s.cond, False))
+            elif isinstance(s, ir.Store):
+                old = found.get(s.field, levels) if s.field in found else levels
+                found[s.field] = None if old is None or levels is None else (min(old[0], levels[0]), max(old[1], levels[1]))
+
+    walk(kernel.body, whole)
+    return found
+
+
+def store_access(kernel: ir.Kernel, field: str, vertical: bool) -> Access:
+    """How a store indexes one dimension of `field`: "h", "k" or, under level guards, "levels"."""
+    if not vertical:
+        return Access("h")
+    levels = store_levels(kernel).get(field)
+    d = kernel.domain
+    if levels is None or (ir.Const(levels[0], "int32"), ir.Const(levels[1] + 1, "int32")) == (d.k_start, d.k_end):
+        return Access("k")
+    return Access("levels", levels[0], levels[1])
+
+
 def kernel_access_lists(
     kernel: ir.Kernel, program: ir.ProgramIR, unconditional_only: bool = False
 ) -> dict[tuple[str, int], list[Access]]:
@@ -93,7 +126,7 @@ def kernel_access_lists(
         if isinstance(s, ir.Store):
             dims = program.field(s.field).dims
             for d, dim in enumerate(dims):
-                add((s.field, d), Access("k") if kinds.get(dim) == "vertical" else Access("h"))
+                add((s.field, d), store_access(kernel, s.field, kinds.get(dim) == "vertical"))
     return {k: v for k, v in out.items() if v}
 
 
@@ -145,6 +178,8 @@ def bounds_requirements(kernel: ir.Kernel, program: ir.ProgramIR, sized_dims: se
                 out.append(Requirement(field, d, dim, "h0", "h1"))
             elif acc.kind == "k":
                 out.append(Requirement(field, d, dim, "k0", "k1", acc.lo, acc.hi))
+            elif acc.kind == "levels":
+                out.append(Requirement(field, d, dim, acc.lo, acc.hi + 1))
             elif acc.kind == "table" and acc.own_row:
                 # exactly the indices rows [h0, h1) of the table hold: on limited-area grids GT4Py
                 # sizes temporaries to that, not to the whole dimension

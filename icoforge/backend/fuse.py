@@ -52,9 +52,43 @@ def _only_own_point(stmts: tuple[ir.Stmt, ...], fields: set[str], program: ir.Pr
     return all(own_point(e, program.field(e.field).dims, kinds) for e in _loads(stmts) if e.field in fields)
 
 
+def _levels(d: ir.Domain) -> tuple[int, int] | None:
+    """[first, last] level of a domain with constant vertical bounds."""
+    if isinstance(d.k_start, ir.Const) and isinstance(d.k_end, ir.Const):
+        return int(d.k_start.value), int(d.k_end.value) - 1
+    return None
+
+
+def _outer(a: ir.Domain, b: ir.Domain) -> ir.Domain | None:
+    """The larger of two domains over the same columns whose levels nest (constant bounds), else None."""
+    if a == b:
+        return a
+    if (a.hdim, a.h_start, a.h_end) != (b.hdim, b.h_start, b.h_end):
+        return None
+    la, lb = _levels(a), _levels(b)
+    if la is None or lb is None:
+        return None
+    if la[0] <= lb[0] and lb[1] <= la[1]:
+        return a
+    if lb[0] <= la[0] and la[1] <= lb[1]:
+        return b
+    return None
+
+
+def _guarded(k: ir.Kernel, outer: ir.Domain) -> ir.Kernel:
+    """`k` over the levels of `outer` (which contain its own), its work guarded to its own levels."""
+    if k.domain == outer:
+        return k
+    lo, hi = _levels(k.domain)
+    kk = ir.KIndex()
+    inside = ir.Binary("and_", ir.Binary("greater_equal", kk, ir.Const(lo, "int32"), "bool"),
+                       ir.Binary("less_equal", kk, ir.Const(hi, "int32"), "bool"), "bool")  # fmt: skip
+    return dataclasses.replace(k, domain=outer, body=(ir.If(inside, k.body, ()),))
+
+
 def can_fuse(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR) -> bool:
     """Whether `b`, launched right after `a`, can run inside `a`'s threads (see the module doc)."""
-    if a.is_scan or b.is_scan or a.domain != b.domain:
+    if a.is_scan or b.is_scan or _outer(a.domain, b.domain) is None:
         return False
     wa, wb = set(a.fields_written()), set(b.fields_written())
     if any(e.field in wa for e in _loads(b.prologue)):
@@ -110,13 +144,6 @@ def merge(a: ir.Kernel, b: ir.Kernel) -> ir.Kernel:
 
 
 # --- a map into the scan before it ---------------------------------------------------------------
-
-
-def _levels(d: ir.Domain) -> tuple[int, int] | None:
-    """[first, last] level of a domain with constant vertical bounds."""
-    if isinstance(d.k_start, ir.Const) and isinstance(d.k_end, ir.Const):
-        return int(d.k_start.value), int(d.k_end.value) - 1
-    return None
 
 
 def _column_offsets(stmts: tuple[ir.Stmt, ...], field: str, program: ir.ProgramIR) -> set[int] | None:
@@ -195,12 +222,7 @@ def merge_into_scan(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR) -> ir.Ker
     scan's top-level outputs at the level being computed, or the one finished just before, read
     registers."""
     la, lb = _levels(a.domain), _levels(b.domain)
-    if lb != la:  # b's levels are fewer: guard its work
-        k = ir.KIndex()
-        inside = ir.Binary("and_", ir.Binary("greater_equal", k, ir.Const(lb[0], "int32"), "bool"),
-                           ir.Binary("less_equal", k, ir.Const(lb[1], "int32"), "bool"), "bool")  # fmt: skip
-        b = dataclasses.replace(b, body=(ir.If(inside, b.body, ()),))
-    m = merge(a, b)
+    m = merge(a, _guarded(b, a.domain))  # b's levels may be fewer
     head, tail = list(m.body[: len(a.body)]), m.body[len(a.body):]
     taken = ir.variables(m.all_stmts()) | {st.var.name for st in m.state}
     state, updates = list(m.state), []
@@ -268,27 +290,67 @@ def _unstored_temporaries(program: ir.ProgramIR, loaded_before: set[str]) -> ir.
     return dataclasses.replace(program, temporaries=tuple(t for t in program.temporaries if t.name not in dead))
 
 
+def _fields(step: ir.Step) -> tuple[set[str], set[str]]:
+    """(fields read, fields written) by the kernels of a step."""
+    ks = ir.step_kernels(step)
+    return {f for k in ks for f in k.fields_read()}, {f for k in ks for f in k.fields_written()}
+
+
+def _independent(a: ir.Step, b: ir.Step) -> bool:
+    """Whether the two steps may run in either order: neither writes what the other touches."""
+    (ra, wa), (rb, wb) = _fields(a), _fields(b)
+    return not (ra & wb or wa & rb or wa & wb)
+
+
+def _fusion(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR) -> ir.Kernel | None:
+    """`a` and `b` as one kernel, if they can be fused."""
+    if can_fuse(a, b, program):
+        outer = _outer(a.domain, b.domain)
+        return merge(_guarded(a, outer), _guarded(b, outer))
+    if can_fuse_into_scan(a, b, program):
+        return merge_into_scan(a, b, program)
+    return None
+
+
 def fuse_kernels(program: ir.ProgramIR) -> ir.ProgramIR:
-    """Fuse every run of neighbouring top-level kernels that `can_fuse` or `can_fuse_into_scan`
-    allows, greedily in program order. Kernels under a host conditional stay as they are."""
+    """Fuse greedily in program order: each top-level kernel joins the nearest earlier kernel it
+    can be fused with (`can_fuse`, `can_fuse_into_scan`), moving up past the steps in between when
+    it is independent of them (they neither write what it touches nor touch what it writes).
+    Kernels under a host conditional stay as they are."""
     steps: list[ir.Step] = []
     groups: list[list[ir.Kernel]] = []
+    crossed: list[tuple[ir.Kernel, ir.Step]] = []  # (kernel moved up, a step it moved past)
     for s in program.steps:
-        prev = steps[-1] if steps else None
-        if isinstance(s, ir.Kernel) and isinstance(prev, ir.Kernel) and can_fuse(prev, s, program):
-            steps[-1] = merge(prev, s)
-            groups[-1].append(s)
-        elif isinstance(s, ir.Kernel) and isinstance(prev, ir.Kernel) and can_fuse_into_scan(prev, s, program):
-            steps[-1] = merge_into_scan(prev, s, program)
-            groups[-1].append(s)
-        else:
+        joined = False
+        for pos in range(len(steps) - 1, -1, -1) if isinstance(s, ir.Kernel) else ():
+            t = steps[pos]
+            fused = _fusion(t, s, program) if isinstance(t, ir.Kernel) else None
+            if fused is not None:
+                crossed += [(s, u) for u in steps[pos + 1:]]
+                steps[pos] = fused
+                groups[pos].append(s)
+                joined = True
+                break
+            if not _independent(t, s):
+                break
+        if not joined:
             steps.append(s)
             groups.append([s] if isinstance(s, ir.Kernel) else [])
+    # field arguments sharing memory would see accesses in another order: refused at call time
     params = {p.name for p in program.params if isinstance(p, ir.FieldParam)}
     pairs = dict.fromkeys(program.distinct)
+
+    def keep_apart(writer: ir.Step, other: ir.Step) -> None:
+        reads, writes = _fields(other)
+        for w in sorted(_fields(writer)[1] & params):
+            pairs.update(dict.fromkeys((w, t) for t in sorted((reads | writes) & params) if t != w))
+
     for members in groups:
         for i, m in enumerate(members):
-            touched_by_others = {f for j, o in enumerate(members) if j != i for f in (*o.fields_read(), *o.fields_written())}
-            for w in m.fields_written():
-                pairs.update(dict.fromkeys((w, t) for t in sorted(touched_by_others & params) if w in params and t != w))
+            for j, o in enumerate(members):
+                if i != j:
+                    keep_apart(m, o)
+    for moved, past in crossed:
+        keep_apart(moved, past)
+        keep_apart(past, moved)
     return _unstored_temporaries(dataclasses.replace(program, steps=tuple(steps), distinct=tuple(pairs)), _loaded(program))

@@ -86,6 +86,6 @@ def stages(lowered: ir.ProgramIR, schedule: ProgramSchedule | None = None, vendo
         out.append((p.name, p.what, p.run(out[-1][2], policy)))
     if schedule is not None and vendor is not None:
         scheduled, final, _ = gpu_passes(out[-1][2], schedule, vendor)
-        out.append(("fuse", "neighbouring kernels over one domain merged (schedule's `fuse`)", scheduled))
+        out.append(("fuse", "neighbouring maps over one domain merged, a map run in the scan before it (schedule's `fuse`)", scheduled))
         out.append(("hoist per launch", "level-invariant loads out of level loops (k_per_thread > 1)", final))
     return out

@@ -341,9 +341,12 @@ _FLIP = {"less": "greater", "less_equal": "greater_equal", "greater": "less", "g
 _NOT = {"less": "greater_equal", "less_equal": "greater", "greater": "less_equal", "greater_equal": "less", "eq": "not_eq", "not_eq": "eq"}
 
 
-def _narrowed(lo: int, hi: int, cond: ir.Expr, holds: bool) -> tuple[int, int]:
+def narrowed(lo: int, hi: int, cond: ir.Expr, holds: bool) -> tuple[int, int]:
     """The levels `k` in [lo, hi] for which `cond` (a comparison of `k + c` with a constant) has
-    the truth value `holds`; [lo, hi] itself when `cond` is of another form."""
+    the truth value `holds`; [lo, hi] itself when `cond` is of another form. Both sides of an
+    `&&` that holds (or of an `||` that does not) narrow."""
+    if isinstance(cond, ir.Binary) and (cond.op, holds) in (("and_", True), ("or_", False)):
+        return narrowed(*narrowed(lo, hi, cond.lhs, holds), cond.rhs, holds)
     if not (isinstance(cond, ir.Binary) and cond.op in _FLIP):
         return lo, hi
     op, a, b = cond.op, cond.lhs, cond.rhs
@@ -374,8 +377,8 @@ def levels_read(e: ir.Expr, field: str, lo: int, hi: int) -> list[tuple[int, int
     if lo > hi:
         return []
     if isinstance(e, ir.Select):
-        parts = [levels_read(e.cond, field, lo, hi), levels_read(e.a, field, *_narrowed(lo, hi, e.cond, True)),
-                 levels_read(e.b, field, *_narrowed(lo, hi, e.cond, False))]  # fmt: skip
+        parts = [levels_read(e.cond, field, lo, hi), levels_read(e.a, field, *narrowed(lo, hi, e.cond, True)),
+                 levels_read(e.b, field, *narrowed(lo, hi, e.cond, False))]  # fmt: skip
     else:
         parts = [levels_read(c, field, lo, hi) for c in e.children()]
         if isinstance(e, ir.Load) and e.field == field:
@@ -391,8 +394,8 @@ def stmts_levels_read(stmts: tuple[ir.Stmt, ...], field: str, lo: int, hi: int) 
     found: list[tuple[int, int]] = []
     for s in stmts:
         if isinstance(s, ir.If):
-            parts = [levels_read(s.cond, field, lo, hi), stmts_levels_read(s.then, field, *_narrowed(lo, hi, s.cond, True)),
-                     stmts_levels_read(s.orelse, field, *_narrowed(lo, hi, s.cond, False))]  # fmt: skip
+            parts = [levels_read(s.cond, field, lo, hi), stmts_levels_read(s.then, field, *narrowed(lo, hi, s.cond, True)),
+                     stmts_levels_read(s.orelse, field, *narrowed(lo, hi, s.cond, False))]  # fmt: skip
         else:
             parts = [levels_read(e, field, lo, hi) for e in ir.stmt_exprs(s)]
         if any(p is None for p in parts):

@@ -185,8 +185,9 @@ class ProgramSchedule:
     per_kernel: tuple[tuple[str, Schedule], ...] = field(default=())
     per_program: tuple[tuple[str, Schedule], ...] = field(default=())
     smem_limit_bytes: int | None = None
-    # programs whose neighbouring same-domain map kernels are fused (icoforge.backend.fuse); "*":
-    # every program. Per-kernel entries then name the fused kernels (`..._k3to5`).
+    # programs whose neighbouring kernels are fused (icoforge.backend.fuse: maps over one domain, a
+    # map into the scan before it); "*": every program. Per-kernel entries then name the fused
+    # kernels (`..._k3to5`).
     fuse: tuple[str, ...] = ()
     # temporaries recomputed in their readers (icoforge.backend.inline, every target): "auto" (where
     # the byte model says it moves fewer bytes), "all" (wherever legal) or "off"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from icoforge.backend import ir
-from icoforge.backend.access import Access, classify
+from icoforge.backend.access import Access, classify, store_access
 from icoforge.backend.codegen.host import Ranges, domain_ranges, evaluate
 from icoforge.backend.dtypes import ITEMSIZE
 
@@ -193,7 +193,7 @@ def _range(acc: Access | None, extent: tuple[int, int], h: tuple[int, int], kr: 
         lo, hi = max(lo, h[0]), min(hi, h[1])
     elif acc is not None and acc.kind == "k":
         lo, hi = max(lo, kr[0] + acc.lo), min(hi, kr[1] + acc.hi)
-    elif acc is not None and acc.kind == "const":
+    elif acc is not None and acc.kind in ("const", "levels"):
         lo, hi = max(lo, acc.lo), min(hi, acc.hi + 1)
     # "table", "local" and data-dependent (None): the field's whole extent
     return (lo, max(hi, lo))
@@ -268,7 +268,7 @@ def kernel_cost(
     for name in k.fields_written():
         f = program.field(name)
         box = tuple(
-            _range(Access("k") if kinds.get(d) == "vertical" else Access("h"), ext, h, kr)
+            _range(store_access(k, name, kinds.get(d) == "vertical"), ext, h, kr)
             for d, ext in zip(f.dims, extent(name))
         )
         n = math.prod(b - a for a, b in box)

@@ -145,6 +145,61 @@ def test_a_map_over_fewer_levels_is_guarded():
     assert names(fuse.fuse_kernels(beyond)) == ["p_k0", "p_k1"]
 
 
+def test_maps_over_nested_levels_are_fused_with_a_guard_and_the_stores_levels_known():
+    from icoforge.backend.access import bounds_requirements, store_levels
+
+    fewer = ir.Domain("Cell", c(0), c(8), c(1), c(3))
+    p = program([kernel("p_k0", store("t", load("a"))), kernel("p_k1", store("out", add(load("t"), load("b"))), domain=fewer)])
+    (k,) = fuse.fuse_kernels(p).kernels()
+    assert k.domain == DOM and store_levels(k) == {"t": (0, 3), "out": (1, 2)}
+    # the host checks that `out` holds levels 1..2, not the fused kernel's 0..3
+    (req,) = [r for r in bounds_requirements(k, p, set()) if r.field == "out" and r.dim == "K"]
+    assert (req.lo, req.hi) == (1, 3)
+
+
+def test_a_kernel_moves_up_past_independent_kernels_to_its_partner():
+    other = ir.Domain("Cell", c(1), c(8), c(0), c(4))
+    p = program([kernel("p_k0", store("t", load("a"))),
+                 kernel("p_k1", store("u", load("b")), domain=other),  # another domain, independent
+                 kernel("p_k2", store("out", add(load("t"), load("a"))))], fields=("a", "b", "out", "out2"))  # fmt: skip
+    f = fuse.fuse_kernels(p)
+    assert names(f) == ["p_k0to2", "p_k1"]
+    # a kernel in between that writes what the mover reads keeps it in place
+    blocked = program([kernel("p_k0", store("t", load("a"))),
+                       kernel("p_k1", store("b", load("a")), domain=other),
+                       kernel("p_k2", store("out", add(load("t"), load("b"))))])  # fmt: skip
+    assert names(fuse.fuse_kernels(blocked)) == ["p_k0", "p_k1", "p_k2"]
+
+
+def test_moving_past_a_kernel_records_the_fields_that_must_not_share_memory():
+    other = ir.Domain("Cell", c(1), c(8), c(0), c(4))
+    p = program([kernel("p_k0", store("t", load("a"))),
+                 kernel("p_k1", store("out2", load("b")), domain=other),
+                 kernel("p_k2", store("out", load("t")))])  # fmt: skip
+    f = fuse.fuse_kernels(p)
+    assert names(f) == ["p_k0to2", "p_k1"]
+    assert ("out", "out2") in f.distinct and ("out2", "out") in f.distinct and ("out", "b") in f.distinct
+
+
+def test_the_host_refuses_shared_memory_only_for_recorded_pairs():
+    from icoforge.backend.codegen.host import HOST_HELPERS
+    from icoforge.errors import CallArgumentError, IcoforgeError
+
+    helpers = {"CallArgumentError": CallArgumentError, "IcoforgeError": IcoforgeError, "ScheduleError": ScheduleError}
+    exec(HOST_HELPERS, helpers)  # the host plan's helpers, as the generated module holds them
+    _distinct = helpers["_distinct"]
+
+    class Spans:
+        def span(self, f):
+            return f
+
+    pairs = frozenset({("out", "a")})
+    _distinct(Spans(), "p", {"out": (0, 80), "a": (80, 160), "b": (40, 120)}, pairs)  # b overlaps, not a pair
+    _distinct(Spans(), "p", {"out": (0, 80), "a": (40, 40), "b": (100, 120)}, pairs)  # an empty field
+    with pytest.raises(CallArgumentError, match="'a' shares memory with 'out'|'out' shares memory with 'a'"):
+        _distinct(Spans(), "p", {"out": (0, 80), "b": (10, 20), "a": (60, 90)}, pairs)  # not neighbours when sorted
+
+
 def test_variables_are_renamed_and_common_neighbour_indices_shared():
     idx = ir.Let(ir.Var("C2E2CO_1", "int32"), ir.Table("C2E2CO", ir.HIndex(), 1))
     x = ir.Var("x", "float64")

@@ -23,7 +23,7 @@ from typing import Any
 
 from icoforge.backend import ir
 from icoforge.backend.access import bounds_requirements
-from icoforge.backend.codegen.common import ExprRenderer, distinct_groups
+from icoforge.backend.codegen.common import ExprRenderer
 from icoforge.backend.codegen.cuda import WIDE_SUFFIX, kernel_param_order
 from icoforge.backend.dtypes import DTYPES
 from icoforge.backend.schedule import KernelLaunch
@@ -114,14 +114,26 @@ def _require(kernel, name, dim, have, lo, hi):
         raise IcoforgeError(f"{kernel}: field {name!r} covers {dim} [{have[0]}, {have[1]}) but the kernel accesses [{lo}, {hi})")
 
 
-def _distinct(rt, program, written, field, others):
-    """Copy forwarding stores `written` before the accesses of `others` (name -> field): refuse
-    a call in which they share memory (the results would differ from GT4Py's)."""
-    lo, hi = rt.span(field)
-    for name, f in others.items():
-        olo, ohi = rt.span(f)
-        if lo < ohi and olo < hi and lo < hi and olo < ohi:
-            raise CallArgumentError(f"{program}: field {written!r} shares memory with {name!r}; pass distinct fields")
+def _distinct(rt, program, fields, pairs):
+    """Passes (name -> field) of which the pairs `pairs` must not share memory: copy forwarding
+    and kernel fusion moved accesses of one before the other (the results would differ from
+    GT4Py's). One sweep over the spans sorted by start: only overlapping neighbours are looked up."""
+    spans = sorted(((lo, hi), name) for name, (lo, hi) in ((n, rt.span(f)) for n, f in fields.items()) if lo < hi)
+    for ((lo, hi), _), ((olo, _), _) in zip(spans, spans[1:]):
+        if olo < hi:  # sorted and non-empty: any overlap shows between neighbours
+            _overlaps(program, spans, pairs)
+            return
+
+
+def _overlaps(program, spans, pairs):
+    """Some spans overlap: refuse the call if two of them form a pair."""
+    for i, ((lo, hi), a) in enumerate(spans):
+        for (olo, _), b in spans[i + 1:]:
+            if olo >= hi:
+                break
+            if (a, b) in pairs or (b, a) in pairs:
+                raise CallArgumentError(f"{program}: field {a!r} shares memory with {b!r}; pass distinct fields")
+
 
 
 def _points32(kernel, last):
@@ -194,9 +206,10 @@ class _HostPlan:
                 lines.append(f"    {view}, {rng} = rt.field({arg}, {len(p.dims)}, {NP_TYPES[p.dtype]})")
             else:
                 lines.append(f"    {names.scalar(p.name)} = {NP_TYPES[p.dtype]}({names.arg(p.name)})")
-        for written, others in distinct_groups(program):  # copy forwarding moved these writes earlier
-            named = ", ".join(f"{f!r}: {names.arg(f)}" for f in others)
-            lines.append(f"    _distinct(rt, {program.name!r}, {written!r}, {names.arg(written)}, {{{named}}})")
+        if program.distinct:  # copy forwarding and fusion moved accesses of these fields
+            involved = sorted({f for pair in program.distinct for f in pair})
+            named = ", ".join(f"{f!r}: {names.arg(f)}" for f in involved)
+            lines.append(f"    _distinct(rt, {program.name!r}, {{{named}}}, frozenset({program.distinct!r}))")
         for t in program.tables:
             lines.append(f"    {names.view(t.name)} = rt.table(offset_provider, {t.name!r})")
             ranges[t.name] = f"rt.ranges(offset_provider[{t.name!r}].ndarray, 2)"
