@@ -61,7 +61,9 @@ deadline $END_S "icoforge greenline" & DEAD=$!
 
 # the static fields once (rank 0 of every run would compute them otherwise, inside its time)
 stamp "static fields $GRID/$LEVELS"
-python3 - "$GRID" "$LEVELS" > $W/fields.txt 2>&1 <<'EOF'
+# `python3 -c`, not a here-document: the fields are computed in a spawned child, and spawn
+# re-runs the parent's main module from its path ('<stdin>' does not exist; session 11)
+python3 -c '
 import sys
 from icoforge.granule.fields import build_static_fields
 from icoforge.granule.greenline import DEFAULT_FACTORY_BACKEND
@@ -69,7 +71,7 @@ from icoforge.grids import load_grid
 g = load_grid(sys.argv[1], levels=int(sys.argv[2]), show_progress=False)
 f = build_static_fields(g, DEFAULT_FACTORY_BACKEND, in_child=True)
 print(g, "cached" if f.cached else f"computed {f.timings}")
-EOF
+' "$GRID" "$LEVELS" > $W/fields.txt 2>&1
 stamp "fields: $(tail -1 $W/fields.txt)"
 
 for b in $BACKENDS; do

@@ -208,6 +208,13 @@ def test_decomposition_and_halo_exchange_on_two_ranks(tmp_path, icoforge_cache):
     result = json.loads(line[len("RESULT "):])
     assert result["partition"] and result["numpy"] and result["device"], result
     assert result["device_syncs"] > 0 and result["device_copies"] > 0  # the staging path ran
+    # a device call: one copy to the host and one back, whatever the number of fields; the first
+    # call of each dimension also uploads its index arrays and allocates the pinned buffers once
+    first, again = result["device_calls"][:3], result["device_calls"][3:]
+    assert [pinned for _, pinned in first] == [2, 2, 2] and again == [[2, 0]] * 3, result["device_calls"]
+    assert set(result["phases_device"]) == set(halo_exchange.PHASES), result["phases_device"]
+    assert set(result["phases_numpy"]) == {"pack", "mpi_wait", "unpack"}, result["phases_numpy"]
+    assert all(s >= 0 for s in (*result["phases_device"].values(), *result["phases_numpy"].values()))
     assert all(s["CellDim"][1] > 0 for s in result["sizes"])  # both ranks have halos
     if halo_exchange.ghex_available() is None:
         assert result["ghex"] is True, result
