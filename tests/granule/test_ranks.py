@@ -175,6 +175,12 @@ def test_ranks_launcher_command(monkeypatch):
         cmd, env = ranks_cmd.launch_command(argparse.Namespace(ranks=4, mpirun="mpirun"), ["greenline", "--ranks", "4"])
         assert cmd[:3] == ["mpirun", "-n", "4"] and cmd[-4:] == ["icoforge", "greenline", "--ranks", "4"]
         assert "OMP_NUM_THREADS" in env
+    monkeypatch.delenv("GT4PY_BUILD_JOBS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(ranks_cmd, "_is_open_mpi", lambda launcher: False)
+    _, env = ranks_cmd.launch_command(argparse.Namespace(ranks=4, mpirun="mpiexec"), ["greenline"])
+    assert env["GT4PY_BUILD_JOBS"] == env["OMP_NUM_THREADS"] == "4"  # the ranks share the cores
 
 
 def test_ranks_mode_is_chosen_from_flag_and_launcher(monkeypatch):
