@@ -11,8 +11,8 @@
 # Every rank compiles its own programs (icon4py fixes the domain bounds at compile time, so each
 # rank's are different), N ranks compile N times the programs of one rank on the same 16 cores.
 # Session 11 (icoforge-cuda, R2B5/80, fresh machine): the static fields took 90 s, 1 rank 142 s
-# to its first timing (fields included), 2 ranks with --verify 125 s, and 4 ranks were still
-# compiling (13 of 20 programs) 139 s into their run when the 560 s deadline stopped them. So
+# to its first timing (fields included), 2 ranks with --verify 125 s; 4 ranks were stopped by the
+# 560 s deadline while compiling (their log's last line, at 139 s: 13 of 20 programs). So
 # 1 and 2 ranks in one call, 4 ranks in the next call (issue it right away: a warm machine keeps
 # /tmp, so the static fields, the builds and the earlier reports are still there; the table takes
 # every ranks-*.json found in $OUT/ranks and /tmp/ranks-runs). dace_gpu compiles for minutes per
