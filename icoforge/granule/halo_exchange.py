@@ -178,7 +178,8 @@ class MpiHaloExchange:
         use; another set while an earlier call of the same kind is still unfinished."""
         dtypes = {a.dtype for a in arrays}
         if len(dtypes) > 1:
-            raise IcoforgeError(f"halo exchange over {dim}: fields of different dtypes ({sorted(map(str, dtypes))}) in one call")
+            kinds = sorted(map(str, dtypes))
+            raise IcoforgeError(f"halo exchange over {dim}: fields of different dtypes ({', '.join(kinds)}) in one call")
         shapes = tuple(tuple(a.shape[1:]) for a in arrays)
         key = (dim, shapes, arrays[0].dtype, xp is np)
         for bufs in self._buffers.setdefault(key, []):
@@ -218,12 +219,16 @@ class _CallBuffers:
         # page-locked host memory: the copies are DMA transfers, with no driver staging copy
         send_host = _pinned(xp, send_size, dtype) if staged else send_device
         recv_host = _pinned(xp, recv_size, dtype) if staged else recv_device
+        def field_views(buffer: Any, plan: list) -> list[list[Any]]:
+            return [fields for _, fields in _segments(buffer, plan, shapes, widths)]
+
+        def messages(buffer: Any, plan: list) -> list[tuple[int, Any]]:
+            return [(peer, message) for (peer, _), (message, _) in zip(plan, _segments(buffer, plan, shapes, widths))]
+
         return cls(
             send_device, send_host, recv_device, recv_host,
-            send_fields=[fields for _, fields in _segments(send_device, sends, shapes, widths)],
-            recv_fields=[fields for _, fields in _segments(recv_device, recvs, shapes, widths)],
-            send_messages=[(peer, message) for (peer, _), (message, _) in zip(sends, _segments(send_host, sends, shapes, widths))],
-            recv_messages=[(peer, message) for (peer, _), (message, _) in zip(recvs, _segments(recv_host, recvs, shapes, widths))],
+            send_fields=field_views(send_device, sends), recv_fields=field_views(recv_device, recvs),
+            send_messages=messages(send_host, sends), recv_messages=messages(recv_host, recvs),
         )  # fmt: skip
 
 
@@ -268,7 +273,9 @@ class _PhaseClock:
 class _Pending:
     """icon4py's `ExchangeResult` of `MpiHaloExchange.start`."""
 
-    def __init__(self, owner: MpiHaloExchange, name: str, arrays: list[Any], xp: Any, requests: list, bufs: _CallBuffers):
+    def __init__(
+        self, owner: MpiHaloExchange, name: str, arrays: list[Any], xp: Any, requests: list, bufs: _CallBuffers
+    ):
         self.owner, self.name, self.arrays, self.xp = owner, name, arrays, xp
         self.requests, self.bufs = requests, bufs
         self.done = False

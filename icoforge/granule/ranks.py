@@ -168,7 +168,9 @@ def verify_against_one_rank(
     return comparison
 
 
-def time_ranked(g: RankGranule, opts: RanksOptions, progress: Progress, *, phases: bool = False) -> dict[str, dict[str, list[float]]]:
+def time_ranked(
+    g: RankGranule, opts: RanksOptions, progress: Progress, *, phases: bool = False
+) -> dict[str, dict[str, list[float]]]:
     """variant -> {"step_ms": [...], "exchange_ms": [...], "exchange_calls": [...]} on this rank.
     phases: also "<phase>_ms" per exchange phase (halo_exchange.PHASES); {} when the exchange
     cannot time them. Collective: every rank passes the same `phases`."""

@@ -163,6 +163,21 @@ def test_exchange_choice_lists_valid_names():
         halo_exchange.make_exchange("nccl", props, None, None, gpu=False)
 
 
+def test_exchange_phases_per_step_adds_up_a_dycore_step():
+    from icoforge.granule import ranks
+
+    assert ranks.exchange_phases_per_step({}) is None  # GHEX or one rank: no phases
+    phase_ms = {"pack": 1.0, "to_host": 0.5, "mpi_wait": 3.0, "to_device": 0.5, "unpack": 1.0}
+    timings = {
+        v: {"exchange_ms": [7.0, 9.0, 8.0]} | {f"{p}_ms": [ms, 100.0, ms] for p, ms in phase_ms.items()}
+        for v in ("first", "middle", "last")
+    }
+    out = ranks.exchange_phases_per_step(timings)
+    assert list(out) == [*halo_exchange.PHASES, "other", "total"]
+    # medians, summed over first + 3 x middle + last
+    assert out["mpi_wait"] == 15.0 and out["total"] == 40.0 and out["other"] == 40.0 - 5 * 6.0
+
+
 def test_ranks_launcher_command(monkeypatch):
     import argparse
 
