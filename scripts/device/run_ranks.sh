@@ -53,7 +53,7 @@ W=$OUT/ranks; mkdir -p $W
 # MPI: the library mpi4py loads. The image has Open MPI 4.1.6 (session 11: mpi4py loaded it, not
 # the carried MPICH wheel); the MPICH wheel only when mpi4py finds no library, as its mpiexec
 # would otherwise start ranks of a different MPI than the one mpi4py speaks
-mpi_library() { python3 -c 'from mpi4py import MPI; print(MPI.Get_library_version().splitlines()[0])' 2>/dev/null; }
+mpi_library() { python3 -c 'from mpi4py import MPI; print(MPI.Get_library_version().split("\0")[0].splitlines()[0])' 2>/dev/null; }
 LIBMPI=$(mpi_library)
 if [ -z "$LIBMPI" ] && ls .whl/mpich-*.whl >/dev/null 2>&1; then
   # pip --target drops the wheel's lib/, so it gets a prefix of its own
