@@ -72,7 +72,12 @@ def launch_command(args: argparse.Namespace, argv: list[str]) -> tuple[list[str]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.ranks)))
+    cores_per_rank = str(max(1, (os.cpu_count() or 1) // args.ranks))
+    env.setdefault("OMP_NUM_THREADS", cores_per_rank)
+    # every rank compiles its own programs in GT4Py's process pool, which takes min(cores, 32)
+    # workers by default: 4 ranks on the 16-core H200 host started 64 of them (session 11: the
+    # 4-rank construct took 88 s against 22 s for one rank, and was still compiling at the deadline)
+    env.setdefault("GT4PY_BUILD_JOBS", cores_per_rank)
     return [*cmd, sys.executable, "-m", "icoforge", *argv], env
 
 

@@ -9,17 +9,25 @@ predictor, vn in the corrector, rho/exner/w at its end). Which runtime answers:
   (PyPI 0.9.0 is a source package: cmake, Boost headers, MPI; `scripts/ci/build_ghex.sh`). GPU
   buffers only with a GHEX built with GHEX_USE_GPU=ON.
 - "mpi": `MpiHaloExchange` below, ours: the same halo (every non-owned point receives its owner's
-  value), one message per neighbour rank and dimension with every field of the call packed
-  (Isend/Irecv). NumPy buffers directly; CuPy buffers are packed on the device and staged through
-  host memory (works without a CUDA-aware MPI), or sent from device memory with `gpu_aware=True`.
+  value), one message per neighbour rank and call with every field of the call in it
+  (Isend/Irecv, receives posted first). NumPy fields are packed into the message buffers
+  themselves. CuPy fields are packed on the device into one buffer per call (a gather kernel per
+  field and neighbour), copied once to a pinned host buffer, sent, received into another pinned
+  buffer, copied once back and scattered (works without a CUDA-aware MPI); or sent from device
+  memory with `gpu_aware=True`. Buffers are made at a kind of call's first use and reused.
 - "auto": ghex if it imports, else mpi.
 
 `TimedExchange` wraps either and adds up the seconds spent inside the exchange calls (after a
 device synchronisation on GPU backends, so a call does not absorb kernels still running).
+`MpiHaloExchange.phase_seconds` (set to a dict) splits them into PHASES, with a device
+synchronisation at each phase's end so that its kernels and copies are its own: a timing pass of
+its own (ranks.py), since those synchronisations slow the exchange down.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
 from typing import Any
 
@@ -30,6 +38,10 @@ from icoforge.granule.decompose import HORIZONTAL, LocalIndices, RankProperties
 
 EXCHANGES = ("auto", "ghex", "mpi")
 _TAG = 23_000  # base MPI tag of our exchanges (one tag per dimension)
+# the phases of an exchange call that `MpiHaloExchange.phase_seconds` times. With two ranks
+# time-sliced on one GPU (no MPS) every phase that touches the device includes waiting for the
+# GPU to turn to this rank; mpi_wait includes waiting for the peer to reach the exchange
+PHASES = ("pack", "to_host", "mpi_wait", "to_device", "unpack")
 
 
 def ghex_available() -> str | None:
@@ -71,6 +83,10 @@ class MpiHaloExchange:
         self.sends: dict[str, list[tuple[int, np.ndarray]]] = {}
         self.recvs: dict[str, list[tuple[int, np.ndarray]]] = {}
         self._device_index: dict[tuple[str, str, int], Any] = {}
+        self._buffers: dict[tuple, list[_CallBuffers]] = {}
+        # a dict: each call adds its seconds per phase (PHASES) to it, synchronising the device
+        # between phases; None: no phase timing, no extra synchronisation
+        self.phase_seconds: dict[str, float] | None = None
         for dim in HORIZONTAL:
             self._plan(dim, idx)
 
@@ -119,20 +135,23 @@ class MpiHaloExchange:
         on_gpu = xp is not np
         if on_gpu:
             xp.cuda.runtime.deviceSynchronize()  # the kernels that wrote the fields are done
-        requests, receive_buffers = [], []
-        for peer, local in self.recvs[name]:
-            buf = self._buffer(xp if (on_gpu and self.gpu_aware) else np, arrays, len(local))
-            requests.append(self.comm.Irecv(buf, source=peer, tag=_TAG + list(HORIZONTAL).index(name)))
-            receive_buffers.append((local, buf))
-        for peer, local in self.sends[name]:
-            packed = self._pack(xp, arrays, self._index(xp, name, "send", peer, local))
-            if on_gpu and not self.gpu_aware:
-                packed = xp.asnumpy(packed)
-            elif on_gpu:
-                xp.cuda.runtime.deviceSynchronize()
-            requests.append(self.comm.Isend(packed, dest=peer, tag=_TAG + list(HORIZONTAL).index(name)))
-            receive_buffers.append((None, packed))  # keeps the send buffer alive until the wait
-        return _Pending(self, name, arrays, xp, requests, receive_buffers)
+        clock = _PhaseClock(self.phase_seconds, xp)
+        bufs = self._free_buffers(name, arrays, xp)
+        tag = _TAG + list(HORIZONTAL).index(name)
+        # receives first: a peer's message then lands in its buffer, not in MPI's unexpected queue
+        requests = [self.comm.Irecv(message, source=peer, tag=tag) for peer, message in bufs.recv_messages]
+        for (peer, local), views in zip(self.sends[name], bufs.send_fields):
+            index = self._index(xp, name, "send", peer, local)
+            for a, view in zip(arrays, views):
+                xp.take(a, index, axis=0, out=view)
+        clock.lap("pack")
+        if bufs.send_host is not bufs.send_device:
+            bufs.send_device.get(out=bufs.send_host)  # one copy per call; waits for it and the packing
+            clock.lap("to_host")
+        elif on_gpu:
+            xp.cuda.runtime.deviceSynchronize()  # gpu-aware MPI reads the device buffer: packed first
+        requests += [self.comm.Isend(message, dest=peer, tag=tag) for peer, message in bufs.send_messages]
+        return _Pending(self, name, arrays, xp, requests, bufs)
 
     def exchange(self, dim: Any, *fields: Any, stream: Any = None) -> None:
         self.start(dim, *fields, stream=stream).finish(stream)
@@ -154,35 +173,111 @@ class MpiHaloExchange:
             self._device_index[key] = xp.asarray(local)
         return self._device_index[key]
 
-    @staticmethod
-    def _columns(arrays: list[Any]) -> int:
-        return sum(int(np.prod(a.shape[1:], dtype=np.int64)) for a in arrays)
+    def _free_buffers(self, dim: str, arrays: list[Any], xp: Any) -> _CallBuffers:
+        """The buffers of this kind of call (dimension, the fields' shapes, dtype), made at its first
+        use; another set while an earlier call of the same kind is still unfinished."""
+        dtypes = {a.dtype for a in arrays}
+        if len(dtypes) > 1:
+            kinds = sorted(map(str, dtypes))
+            raise IcoforgeError(f"halo exchange over {dim}: fields of different dtypes ({', '.join(kinds)}) in one call")
+        shapes = tuple(tuple(a.shape[1:]) for a in arrays)
+        key = (dim, shapes, arrays[0].dtype, xp is np)
+        for bufs in self._buffers.setdefault(key, []):
+            if not bufs.busy:
+                bufs.busy = True
+                return bufs
+        staged = xp is not np and not self.gpu_aware
+        bufs = _CallBuffers.make(xp, staged, self.sends[dim], self.recvs[dim], shapes, arrays[0].dtype)
+        self._buffers[key].append(bufs)
+        return bufs
 
-    def _buffer(self, xp: Any, arrays: list[Any], points: int) -> Any:
-        return xp.empty((points, self._columns(arrays)), dtype=arrays[0].dtype)
 
-    def _pack(self, xp: Any, arrays: list[Any], index: Any) -> Any:
-        parts = [a[index].reshape(index.shape[0], -1) for a in arrays]
-        return xp.ascontiguousarray(xp.concatenate(parts, axis=1))
+@dataclasses.dataclass
+class _CallBuffers:
+    """Send and receive buffers of one kind of exchange call. Each is one array holding a segment
+    per neighbour (its MPI message), the segment the call's fields one after another, each as
+    (points, *the field's other dimensions): packing is one gather per field and neighbour into
+    its view, and a device buffer is one copy to its host buffer. Without staging (NumPy, or
+    gpu-aware MPI) the host buffer is the device buffer."""
 
-    def unpack(self, xp: Any, name: str, arrays: list[Any], peer_local: tuple[int, np.ndarray], buf: Any) -> None:
-        peer, local = peer_local
-        index = self._index(xp, name, "recv", peer, local)
-        if xp is not np and isinstance(buf, np.ndarray):
-            buf = xp.asarray(buf)
-        col = 0
-        for a in arrays:
-            width = int(np.prod(a.shape[1:], dtype=np.int64))
-            a[index] = buf[:, col : col + width].reshape((index.shape[0], *a.shape[1:]))
-            col += width
+    send_device: Any
+    send_host: Any
+    recv_device: Any
+    recv_host: Any
+    send_fields: list[list[Any]]  # per neighbour (MpiHaloExchange.sends order), per field: its view
+    recv_fields: list[list[Any]]
+    send_messages: list[tuple[int, Any]]  # (peer, the segment of the host buffer MPI sends)
+    recv_messages: list[tuple[int, Any]]
+    busy: bool = True
+
+    @classmethod
+    def make(cls, xp: Any, staged: bool, sends: list, recvs: list, shapes: tuple, dtype: Any) -> _CallBuffers:
+        widths = [math.prod(shape) for shape in shapes]
+        send_size = sum(len(local) for _, local in sends) * sum(widths)
+        recv_size = sum(len(local) for _, local in recvs) * sum(widths)
+        send_device, recv_device = xp.empty(send_size, dtype), xp.empty(recv_size, dtype)
+        # page-locked host memory: the copies are DMA transfers, with no driver staging copy
+        send_host = _pinned(xp, send_size, dtype) if staged else send_device
+        recv_host = _pinned(xp, recv_size, dtype) if staged else recv_device
+        def field_views(buffer: Any, plan: list) -> list[list[Any]]:
+            return [fields for _, fields in _segments(buffer, plan, shapes, widths)]
+
+        def messages(buffer: Any, plan: list) -> list[tuple[int, Any]]:
+            return [(peer, message) for (peer, _), (message, _) in zip(plan, _segments(buffer, plan, shapes, widths))]
+
+        return cls(
+            send_device, send_host, recv_device, recv_host,
+            send_fields=field_views(send_device, sends), recv_fields=field_views(recv_device, recvs),
+            send_messages=messages(send_host, sends), recv_messages=messages(recv_host, recvs),
+        )  # fmt: skip
+
+
+def _segments(buffer: Any, plan: list, shapes: tuple, widths: list[int]) -> list[tuple[Any, list[Any]]]:
+    """(message, [field views]) per neighbour of `plan`, laid out in `buffer` as `_CallBuffers` says."""
+    out, offset = [], 0
+    for _, local in plan:
+        n = len(local)
+        message = buffer[offset : offset + n * sum(widths)]
+        fields, column = [], 0
+        for shape, width in zip(shapes, widths):
+            fields.append(message[n * column : n * (column + width)].reshape((n, *shape)))
+            column += width
+        out.append((message, fields))
+        offset += message.size
+    return out
+
+
+def _pinned(xp: Any, size: int, dtype: Any) -> np.ndarray:
+    memory = xp.cuda.alloc_pinned_memory(max(1, size) * np.dtype(dtype).itemsize)
+    return np.frombuffer(memory, dtype=dtype, count=size)
+
+
+class _PhaseClock:
+    """Adds each phase's seconds to `seconds` (a dict; None: timing off, and no synchronisations):
+    `lap(phase)` waits for the device, then charges the time since the last lap to `phase`."""
+
+    def __init__(self, seconds: dict[str, float] | None, xp: Any):
+        self.seconds, self.xp = seconds, xp
+        self.last = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        if self.seconds is None:
+            return
+        if self.xp is not np:
+            self.xp.cuda.runtime.deviceSynchronize()
+        now = time.perf_counter()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self.last
+        self.last = now
 
 
 class _Pending:
     """icon4py's `ExchangeResult` of `MpiHaloExchange.start`."""
 
-    def __init__(self, owner: MpiHaloExchange, name: str, arrays: list[Any], xp: Any, requests: list, buffers: list):
+    def __init__(
+        self, owner: MpiHaloExchange, name: str, arrays: list[Any], xp: Any, requests: list, bufs: _CallBuffers
+    ):
         self.owner, self.name, self.arrays, self.xp = owner, name, arrays, xp
-        self.requests, self.buffers = requests, buffers
+        self.requests, self.bufs = requests, bufs
         self.done = False
 
     def finish(self, stream: Any = None) -> None:
@@ -190,12 +285,21 @@ class _Pending:
             return
         from mpi4py import MPI
 
+        owner, xp, bufs = self.owner, self.xp, self.bufs
+        clock = _PhaseClock(owner.phase_seconds, xp)  # from here: the time between start and finish is the caller's
         MPI.Request.Waitall(self.requests)
-        recvs = [b for b in self.buffers if b[0] is not None]
-        for (peer, _), (local, buf) in zip(self.owner.recvs[self.name], recvs):
-            self.owner.unpack(self.xp, self.name, self.arrays, (peer, local), buf)
-        if self.xp is not np:
-            self.xp.cuda.runtime.deviceSynchronize()
+        clock.lap("mpi_wait")
+        if bufs.recv_host is not bufs.recv_device:
+            bufs.recv_device.set(bufs.recv_host)
+            clock.lap("to_device")
+        for (peer, local), views in zip(owner.recvs[self.name], bufs.recv_fields):
+            index = owner._index(xp, self.name, "recv", peer, local)
+            for a, view in zip(self.arrays, views):
+                a[index] = view
+        if xp is not np:
+            xp.cuda.runtime.deviceSynchronize()  # the halo is written and the buffers are free again
+        clock.lap("unpack")
+        bufs.busy = False
         self.done = True
 
     def is_ready(self) -> bool:
@@ -224,6 +328,21 @@ class TimedExchange:
 
     def reset(self) -> None:
         self.seconds, self.calls = 0.0, 0
+        if self.phases is not None:
+            self.phases.clear()
+
+    def time_phases(self, on: bool) -> bool:
+        """Have the inner exchange time its phases (PHASES; it synchronises the device between
+        them, so in a timing pass of its own) or stop; False when it cannot (GHEX, one rank)."""
+        if not hasattr(self.inner, "phase_seconds"):
+            return False
+        self.inner.phase_seconds = {} if on else None
+        return True
+
+    @property
+    def phases(self) -> dict[str, float] | None:
+        """Seconds per phase since the last reset, while `time_phases(True)`; else None."""
+        return getattr(self.inner, "phase_seconds", None)
 
     def exchange(self, dim: Any, *fields: Any, stream: Any = None) -> None:
         from icon4py.model.common.decomposition import definitions as decomposition

@@ -20,7 +20,10 @@ Every rank runs this module's `run_ranks`:
    below `rtol`; a NaN, or a point no rank owns, fails;
 4. timing: per substep variant, warm-up then timed substeps, all ranks starting together (a
    barrier) and each substep between device synchronisations; the seconds inside exchange calls
-   are added up apart (`TimedExchange`: they include waiting for the slowest neighbour).
+   are added up apart (`TimedExchange`: they include waiting for the slowest neighbour). Then,
+   with our exchange, a second pass that splits the exchange time into its phases (halo_exchange.
+   PHASES: pack, to_host, mpi_wait, to_device, unpack; "other" is the rest: Python, posting the
+   messages). It synchronises the device between phases, so its step times are not reported.
 
 Rank 0 gathers every rank's numbers into one report (JSON-able dict, `report_lines` prints it).
 """
@@ -38,7 +41,7 @@ import numpy as np
 from icoforge.errors import IcoforgeError
 from icoforge.granule import decompose
 from icoforge.granule import verify as verify_mod
-from icoforge.granule.halo_exchange import TimedExchange, make_exchange
+from icoforge.granule.halo_exchange import PHASES, TimedExchange, make_exchange
 from icoforge.granule.runner import SUBSTEP_MIX, VARIANTS, Granule, Progress
 from icoforge.granule.solver import GranuleGrid
 
@@ -165,32 +168,60 @@ def verify_against_one_rank(
     return comparison
 
 
-def time_ranked(g: RankGranule, opts: RanksOptions, progress: Progress) -> dict[str, dict[str, list[float]]]:
-    """variant -> {"step_ms": [...], "exchange_ms": [...], "exchange_calls": [...]} on this rank."""
+def time_ranked(
+    g: RankGranule, opts: RanksOptions, progress: Progress, *, phases: bool = False
+) -> dict[str, dict[str, list[float]]]:
+    """variant -> {"step_ms": [...], "exchange_ms": [...], "exchange_calls": [...]} on this rank.
+    phases: also "<phase>_ms" per exchange phase (halo_exchange.PHASES); {} when the exchange
+    cannot time them. Collective: every rank passes the same `phases`."""
     comm = g.local.props.comm
+    if phases and not g.timed_exchange.time_phases(True):
+        return {}
+    what = "exchange phases" if phases else "timing"
     out: dict[str, dict[str, list[float]]] = {}
     total, done = len(VARIANTS) * (opts.steps + opts.warmup), 0
-    for variant in VARIANTS:
-        rec: dict[str, list[float]] = {"step_ms": [], "exchange_ms": [], "exchange_calls": []}
-        for i in range(opts.warmup + opts.steps):
-            progress(f"{g.name}: timing ({variant})", done, total)
-            g.sync()
-            comm.Barrier()  # every rank starts the substep together
-            g.timed_exchange.reset()
-            t0 = time.perf_counter()
-            g.step(variant)
-            g.sync()
-            if i >= opts.warmup:
-                rec["step_ms"].append((time.perf_counter() - t0) * 1e3)
-                rec["exchange_ms"].append(g.timed_exchange.seconds * 1e3)
-                rec["exchange_calls"].append(float(g.timed_exchange.calls))
-            done += 1
-        out[variant] = rec
-    progress(f"{g.name}: timing", total, total)
+    try:
+        for variant in VARIANTS:
+            rec: dict[str, list[float]] = {"step_ms": [], "exchange_ms": [], "exchange_calls": []}
+            for i in range(opts.warmup + opts.steps):
+                progress(f"{g.name}: {what} ({variant})", done, total)
+                g.sync()
+                comm.Barrier()  # every rank starts the substep together
+                g.timed_exchange.reset()
+                t0 = time.perf_counter()
+                g.step(variant)
+                g.sync()
+                if i >= opts.warmup:
+                    rec["step_ms"].append((time.perf_counter() - t0) * 1e3)
+                    rec["exchange_ms"].append(g.timed_exchange.seconds * 1e3)
+                    rec["exchange_calls"].append(float(g.timed_exchange.calls))
+                    if phases:
+                        seconds = g.timed_exchange.phases or {}
+                        for phase in PHASES:
+                            rec.setdefault(f"{phase}_ms", []).append(seconds.get(phase, 0.0) * 1e3)
+                done += 1
+            out[variant] = rec
+    finally:
+        if phases:
+            g.timed_exchange.time_phases(False)
+    progress(f"{g.name}: {what}", total, total)
     return out
 
 
-def _rank_summary(g: RankGranule, local: LocalPart, timings: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
+def exchange_phases_per_step(timings: dict[str, dict[str, list[float]]]) -> dict[str, float] | None:
+    """Median ms per dycore step of each exchange phase, "other" (the rest of the exchange time)
+    and "total", from `time_ranked(phases=True)`; None without phase timings."""
+    if not timings:
+        return None
+    med = {v: {k: statistics.median(x) for k, x in rec.items()} for v, rec in timings.items()}
+    out = {phase: sum(med[v][f"{phase}_ms"] for v in SUBSTEP_MIX) for phase in PHASES}
+    total = sum(med[v]["exchange_ms"] for v in SUBSTEP_MIX)
+    return out | {"other": total - sum(out.values()), "total": total}
+
+
+def _rank_summary(
+    g: RankGranule, local: LocalPart, timings: dict[str, dict[str, list[float]]], phases: dict[str, float] | None
+) -> dict[str, Any]:
     med = {v: {k: statistics.median(x) for k, x in rec.items()} for v, rec in timings.items()}
     device = None
     if g.gpu:
@@ -208,6 +239,8 @@ def _rank_summary(g: RankGranule, local: LocalPart, timings: dict[str, dict[str,
         "dycore_step_ms": sum(med[v]["step_ms"] for v in SUBSTEP_MIX),
         "exchange_ms_per_step": sum(med[v]["exchange_ms"] for v in SUBSTEP_MIX),
         "exchange_calls_per_step": sum(med[v]["exchange_calls"] for v in SUBSTEP_MIX),
+        # from the pass with synchronisations between phases: its total is above exchange_ms_per_step
+        "exchange_phases_ms_per_step": phases,
     }
 
 
@@ -219,7 +252,8 @@ def run_backend(name: str, local: LocalPart, opts: RanksOptions, progress: Progr
     quiet_barrier(local.props.comm)
     comparison = verify_against_one_rank(g, local, opts, progress) if opts.verify else None
     timings = time_ranked(g, opts, progress)
-    ranks = local.props.comm.gather(_rank_summary(g, local, timings), root=0)
+    phases = exchange_phases_per_step(time_ranked(g, opts, progress, phases=True))
+    ranks = local.props.comm.gather(_rank_summary(g, local, timings, phases), root=0)
     if local.props.rank != 0:
         return None
     return {
@@ -290,6 +324,11 @@ def report_lines(report: dict[str, Any]) -> list[str]:
                 f"{v['first']['step_ms']:>9.2f} {v['middle']['step_ms']:>9.2f} {v['last']['step_ms']:>9.2f} "
                 f"{r['dycore_step_ms']:>9.2f} {r['exchange_ms_per_step']:>9.2f} {share:>6.1%}"
             )
+        for r in b["ranks"]:
+            if phases := r.get("exchange_phases_ms_per_step"):
+                split = ", ".join(f"{k} {v:.2f}" for k, v in phases.items() if k != "total")
+                lines.append(f"{b['backend']} rank {r['rank']}: exchange phases, ms per step (a pass that waits for the "
+                             f"device between phases): {split}; total {phases['total']:.2f}")  # fmt: skip
         lines.append(f"{b['backend']}: dycore step {b['dycore_step_ms']:.2f} ms (slowest rank), exchange "
                      f"{b['exchange_ms_per_step']:.2f} ms per step, {b['ranks'][0]['exchange_calls_per_step']:.0f} "
                      f"exchange calls per step, halo exchange: {b['ranks'][0]['exchange']}")  # fmt: skip

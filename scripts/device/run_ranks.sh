@@ -4,19 +4,27 @@
 # halo exchanges, every rank on GPU 0), then a table: ranks x backend, step ms (slowest rank) and
 # exchange ms per step.
 #
-#   run(carry=[".whl"], timeout_s=600, command="bash scripts/device/run_ranks.sh")            # icoforge-cuda: 1, 2, 4 ranks
+#   run(carry=[".whl"], timeout_s=600, command="bash scripts/device/run_ranks.sh")            # icoforge-cuda: 1, 2 ranks
+#   run(carry=[".whl"], timeout_s=600, command="RANKS=4 bash scripts/device/run_ranks.sh")    # 4 ranks: a call of its own
 #   run(carry=[".whl"], timeout_s=600, command="BACKENDS=dace_gpu RANKS='1 2' VERIFY_RANKS= bash scripts/device/run_ranks.sh")
 #   run(carry=[".whl"], timeout_s=600, command="BACKENDS=dace_gpu RANKS=4 bash scripts/device/run_ranks.sh")
-# (dace_gpu compiles for minutes per process and every rank compiles its own programs: one call
-# for all three rank counts would not fit. Issue the next call right away: a warm machine keeps
-# /tmp, so the static fields and earlier reports are still there; the table takes every
-# ranks-*.json found in $OUT/ranks and /tmp/ranks-runs.)
+# Every rank compiles its own programs (icon4py fixes the domain bounds at compile time, so each
+# rank's are different), N ranks compile N times the programs of one rank on the same 16 cores.
+# Session 11 (icoforge-cuda, R2B5/80, fresh machine): the static fields took 90 s, 1 rank 142 s
+# to its first timing (fields included), 2 ranks with --verify 125 s; 4 ranks were stopped by the
+# 560 s deadline while compiling (their log's last line, at 139 s: 13 of 20 programs). So
+# 1 and 2 ranks in one call, 4 ranks in the next call (issue it right away: a warm machine keeps
+# /tmp, so the static fields, the builds and the earlier reports are still there; the table takes
+# every ranks-*.json found in $OUT/ranks and /tmp/ranks-runs). dace_gpu compiles for minutes per
+# process: likewise.
 #
-# Needs in .whl (scripts/device/fetch_wheels.sh, from wheels.txt): mpi4py 4.1.2, pymetis and the
-# `mpich` wheel (MPICH 5.0.2: libmpi.so.12 and mpiexec/hydra; the image has mpi4py but no MPI
-# library). GHEX is not carried (a source build against one MPI; GPU buffers need
-# GHEX_USE_GPU=ON and nvcc): the halo exchange is ours (`--exchange mpi`), GPU buffers packed on
-# the device and staged through host memory.
+# Needs in .whl (scripts/device/fetch_wheels.sh, from wheels.txt): mpi4py 4.1.2 and pymetis; the
+# `mpich` wheel (MPICH 5.0.2) only where mpi4py finds no MPI library (the image of session 11 has
+# Open MPI 4.1.6, which mpi4py loads). GHEX is not carried (a source build against one MPI; GPU
+# buffers need GHEX_USE_GPU=ON and nvcc): the halo exchange is ours (`--exchange mpi`), GPU
+# buffers packed on the device and staged through pinned host memory. The report splits each
+# rank's exchange time into phases (pack, to_host, mpi_wait, to_device, unpack, other) from a
+# second timing pass that waits for the device between phases.
 #
 # The grid: REGIONAL is a limited-area grid and icon4py 0.4.1 refuses to decompose those
 # ("Limited-area grids are not supported in distributed runs"), so the default is R2B5 (81,920
@@ -25,7 +33,7 @@
 # Knobs (environment):
 #   GRID, LEVELS     default R2B5, 80
 #   BACKENDS         default "icoforge-cuda" (one mpiexec per backend and rank count)
-#   RANKS            default "1 2 4"
+#   RANKS            default "1 2" (4 in a call of its own, see above)
 #   VERIFY_RANKS     rank counts also verified against one rank (rank 0 compiles the whole grid too; default "2")
 #   STEPS            timed substeps per variant (default 5)
 #   END_S            seconds after the command's start when everything stops (default 560)
@@ -36,21 +44,33 @@ source scripts/device/lib.sh
 set -u
 GRID=${GRID:-R2B5}; LEVELS=${LEVELS:-80}
 BACKENDS=${BACKENDS:-"icoforge-cuda"}
-RANKS=${RANKS:-"1 2 4"}
+RANKS=${RANKS:-"1 2"}
 VERIFY_RANKS=${VERIFY_RANKS:-"2"}
 STEPS=${STEPS:-5}
 END_S=${END_S:-560}
 W=$OUT/ranks; mkdir -p $W
 
-# MPI: the carried MPICH wheel (pip --target drops its lib/, so it gets a prefix of its own)
-if ls .whl/mpich-*.whl >/dev/null 2>&1; then
+# MPI: the library mpi4py loads. The image has Open MPI 4.1.6 (session 11: mpi4py loaded it, not
+# the carried MPICH wheel); the MPICH wheel only when mpi4py finds no library, as its mpiexec
+# would otherwise start ranks of a different MPI than the one mpi4py speaks
+mpi_library() { python3 -c 'from mpi4py import MPI; print(MPI.Get_library_version().split("\0")[0].splitlines()[0])' 2>/dev/null; }
+LIBMPI=$(mpi_library)
+if [ -z "$LIBMPI" ] && ls .whl/mpich-*.whl >/dev/null 2>&1; then
+  # pip --target drops the wheel's lib/, so it gets a prefix of its own
   python3 -m pip install -q --no-index --no-deps --no-compile --prefix /tmp/mpich .whl/mpich-*.whl \
     || { echo "run_ranks.sh: could not install the mpich wheel"; exit 1; }
   export PATH=/tmp/mpich/bin:$PATH LD_LIBRARY_PATH=/tmp/mpich/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  LIBMPI=$(mpi_library)
 fi
-command -v mpiexec >/dev/null || { echo "run_ranks.sh: no mpiexec (carry the mpich wheel: wheels.txt)"; exit 1; }
-python3 -c 'from mpi4py import MPI; import mpi4py; print("mpi4py", mpi4py.__version__, "|", MPI.Get_library_version().splitlines()[0])' \
-  || { echo "run_ranks.sh: mpi4py cannot load an MPI library"; exit 1; }
+[ -n "$LIBMPI" ] || { echo "run_ranks.sh: mpi4py cannot load an MPI library (carry mpi4py and the mpich wheel: wheels.txt)"; exit 1; }
+command -v mpiexec >/dev/null || { echo "run_ranks.sh: no mpiexec"; exit 1; }
+echo "run_ranks.sh: mpi4py $(python3 -c 'import mpi4py; print(mpi4py.__version__)') | $LIBMPI | $(command -v mpiexec): $(mpiexec --version 2>&1 | head -1)"
+if mpiexec --version 2>&1 | grep -q -e "Open MPI" -e OpenRTE; then
+  # Open MPI's mpiexec refuses to run as root without these, and 4 ranks need more slots than it
+  # counts on a small host (icoforge's launcher passes --oversubscribe too; this is for the check below)
+  [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export OMPI_MCA_rmaps_base_oversubscribe=1
+fi
 mpiexec -n 2 python3 -c 'from mpi4py import MPI; c = MPI.COMM_WORLD; assert c.Get_size() == 2, c.Get_size()' \
   || { echo "run_ranks.sh: mpiexec -n 2 did not give mpi4py two ranks"; exit 1; }
 # NVLink multicast stays off (KINDS.md), also in the ranks' environment
@@ -61,7 +81,9 @@ deadline $END_S "icoforge greenline" & DEAD=$!
 
 # the static fields once (rank 0 of every run would compute them otherwise, inside its time)
 stamp "static fields $GRID/$LEVELS"
-python3 - "$GRID" "$LEVELS" > $W/fields.txt 2>&1 <<'EOF'
+# `python3 -c`, not a here-document: the fields are computed in a spawned child, and spawn
+# re-runs the parent's main module from its path ('<stdin>' does not exist; session 11)
+python3 -c '
 import sys
 from icoforge.granule.fields import build_static_fields
 from icoforge.granule.greenline import DEFAULT_FACTORY_BACKEND
@@ -69,7 +91,7 @@ from icoforge.grids import load_grid
 g = load_grid(sys.argv[1], levels=int(sys.argv[2]), show_progress=False)
 f = build_static_fields(g, DEFAULT_FACTORY_BACKEND, in_child=True)
 print(g, "cached" if f.cached else f"computed {f.timings}")
-EOF
+' "$GRID" "$LEVELS" > $W/fields.txt 2>&1
 stamp "fields: $(tail -1 $W/fields.txt)"
 
 for b in $BACKENDS; do
@@ -77,7 +99,7 @@ for b in $BACKENDS; do
     if [ $(( $(date +%s) - ICF_T0 )) -gt $(( END_S - 45 )) ]; then stamp "$b x $n: skipped (time)"; continue; fi
     v=""; for r in $VERIFY_RANKS; do [ "$r" = "$n" ] && v="--verify"; done
     stamp "$b on $n ranks $v"
-    OMP_NUM_THREADS=$(( $(nproc) / n )) python3 -m icoforge greenline --ranks $n --mpirun mpiexec --exchange mpi \
+    OMP_NUM_THREADS=$(( $(nproc) / n )) GT4PY_BUILD_JOBS=$(( $(nproc) / n )) python3 -m icoforge greenline --ranks $n --mpirun mpiexec --exchange mpi \
       --grid $GRID --levels $LEVELS --backend $b --steps $STEPS --warmup 1 --only-used-variants $v \
       --json $W/ranks-$b-$n.json > $W/ranks-$b-$n.log 2>&1
     stamp "$b on $n ranks: rc $? $(grep -m1 -E 'dycore step' $W/ranks-$b-$n.log)"
@@ -88,13 +110,14 @@ stop_bg $DEAD
 
 python3 - $W /tmp/ranks-runs > $OUT/ranks-table.txt <<'EOF'
 import json, pathlib, sys
-rows, seen = [], set()
+rows, seen, reports = [], set(), []
 files = [f for d in sys.argv[1:] for f in sorted(pathlib.Path(d).glob("ranks-*.json"))]
 for f in files:
     if f.name in seen:
         continue
     seen.add(f.name)
     r = json.loads(f.read_text())
+    reports.append(r)
     for b in r["backends"]:
         ex = b["exchange_ms_per_step"]
         v = b["verification"]
@@ -105,6 +128,14 @@ for f in files:
 print(f"{'backend':<14} {'ranks':>5} {'step ms':>9} {'exch ms/step':>12} {'share':>6} {'cells/rank':>10} {'exchange':>8}  vs 1 rank")
 for b, n, s, e, sh, v, c, x in sorted(rows):
     print(f"{b:<14} {n:>5} {s:>9.2f} {e:>12.2f} {sh:>6.1%} {c:>10} {x:>8}  {v}")
+phase_rows = sorted((b["backend"], r["ranks"], x["rank"], x["exchange_phases_ms_per_step"]) for r in reports
+                    for b in r["backends"] for x in b["ranks"] if x.get("exchange_phases_ms_per_step"))
+if phase_rows:
+    names = list(phase_rows[0][3])
+    print("\nexchange phases, ms per step (a second pass that waits for the device between phases)")
+    print(f"{'backend':<14} {'ranks':>5} {'rank':>4} " + " ".join(f"{k:>9}" for k in names))
+    for b, n, rank, ph in phase_rows:
+        print(f"{b:<14} {n:>5} {rank:>4} " + " ".join(f"{ph[k]:>9.2f}" for k in names))
 EOF
 stop_bg $SNAP
 tar czf $OUT/all.tgz -C $W .

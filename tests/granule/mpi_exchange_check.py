@@ -4,8 +4,9 @@ halo exchanges, without compiling anything.
 Checks, on every rank: the partition splits every dimension's points into owners (gathered owned
 global indices are a permutation of the global ones); after an exchange every halo point holds
 its owner's value, for NumPy buffers and for device-like buffers (a stand-in namespace with
-CuPy's calls, so the staging path of GPU buffers runs on the CPU); with GHEX when it is installed.
-Prints one line `RESULT {json}` on rank 0.
+CuPy's calls, so the staging path of GPU buffers runs on the CPU), twice (the second round reuses
+the buffers); the phases an exchange times; with GHEX when it is installed. Prints one line
+`RESULT {json}` on rank 0.
 """
 
 import json
@@ -19,34 +20,54 @@ from icoforge.grids import load_grid
 
 
 class FakeDevice(types.SimpleNamespace):
-    """CuPy's namespace as the exchange uses it, on host memory: counts synchronisations and
-    host <-> device copies, so the test sees the staging happen."""
+    """CuPy's namespace as the exchange uses it, on host memory: counts synchronisations, host <->
+    device copies and pinned allocations, so the test sees the staging happen, and how often."""
 
     def __init__(self):
         self.syncs = 0
         self.copies = 0
+        self.pinned = 0
         super().__init__(
-            concatenate=np.concatenate,
-            ascontiguousarray=np.ascontiguousarray,
-            empty=np.empty,
-            cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(deviceSynchronize=self._sync)),
+            take=np.take,
+            empty=lambda size, dtype: DeviceArray(np.empty(size, dtype), self),
+            cuda=types.SimpleNamespace(
+                runtime=types.SimpleNamespace(deviceSynchronize=self._sync), alloc_pinned_memory=self._pinned
+            ),
         )
 
     def _sync(self):
         self.syncs += 1
 
+    def _pinned(self, nbytes):
+        self.pinned += 1
+        return bytearray(nbytes)
+
     def asarray(self, a):
         self.copies += 1
-        return DeviceArray(np.array(a))
-
-    def asnumpy(self, a):
-        self.copies += 1
-        return np.array(a)
+        return DeviceArray(np.array(a), self)
 
 
 class DeviceArray(np.ndarray):
-    def __new__(cls, a):
-        return np.asarray(a).view(cls)
+    """A device array: copies to and from the host (CuPy's `get(out=)`, `set`) are counted."""
+
+    def __new__(cls, a, device):
+        out = np.asarray(a).view(cls)
+        out.owner = device
+        return out
+
+    def __array_finalize__(self, obj):
+        self.owner = getattr(obj, "owner", None)
+
+    def get(self, out):
+        assert not isinstance(out, DeviceArray)
+        self.owner.copies += 1
+        out[...] = self
+        return out
+
+    def set(self, host):
+        assert not isinstance(host, DeviceArray)
+        self.owner.copies += 1
+        self[...] = host
 
 
 def main() -> None:
@@ -80,19 +101,31 @@ def main() -> None:
     ours = halo_exchange.MpiHaloExchange(props, idx)
     fake = FakeDevice()
     original = halo_exchange._namespace
-    for name in sizes:
-        g, a, b = poisoned(name)
-        ours.exchange(getattr(dims, name), a, b)
-        result["numpy"] &= check(g, a, b)
-        g, a, b = poisoned(name)
-        a, b = DeviceArray(a), DeviceArray(b)
-        halo_exchange._namespace = lambda arr: fake if isinstance(arr, DeviceArray) else np
-        try:
-            ours.exchange(getattr(dims, name), a, b)
-        finally:
-            halo_exchange._namespace = original
-        result["device"] &= check(g, np.asarray(a), np.asarray(b))
-    result["device_syncs"], result["device_copies"] = fake.syncs, fake.copies
+    halo_exchange._namespace = lambda arr: fake if isinstance(arr, DeviceArray) else np
+    calls = []  # per device exchange: (host <-> device copies, pinned allocations) it made
+    try:
+        for repeat in range(2):  # the second round reuses the first round's buffers
+            for name in sizes:
+                g, a, b = poisoned(name)
+                ours.exchange(getattr(dims, name), a, b)
+                result["numpy"] &= check(g, a, b)
+                g, a, b = poisoned(name)
+                a, b = DeviceArray(a, fake), DeviceArray(b, fake)
+                copies, pinned = fake.copies, fake.pinned
+                ours.exchange(getattr(dims, name), a, b)
+                calls.append((fake.copies - copies, fake.pinned - pinned))
+                result["device"] &= check(g, np.asarray(a), np.asarray(b))
+        # phase timing: every phase of the staged path, only pack/wait/unpack without staging
+        ours.phase_seconds = {}
+        g, a, b = poisoned("EdgeDim")
+        ours.exchange(dims.EdgeDim, DeviceArray(a, fake), DeviceArray(b, fake))
+        result["phases_device"] = dict(ours.phase_seconds)
+        ours.phase_seconds = {}
+        ours.exchange(dims.EdgeDim, a, b)
+        result["phases_numpy"] = dict(ours.phase_seconds)
+    finally:
+        halo_exchange._namespace = original
+    result["device_syncs"], result["device_copies"], result["device_calls"] = fake.syncs, fake.copies, calls
     if halo_exchange.ghex_available() is None:
         ghex, used = halo_exchange.make_exchange("ghex", props, idx, manager.decomposition_info, gpu=False)
         result["ghex"] = used == "ghex"

@@ -163,6 +163,21 @@ def test_exchange_choice_lists_valid_names():
         halo_exchange.make_exchange("nccl", props, None, None, gpu=False)
 
 
+def test_exchange_phases_per_step_adds_up_a_dycore_step():
+    from icoforge.granule import ranks
+
+    assert ranks.exchange_phases_per_step({}) is None  # GHEX or one rank: no phases
+    phase_ms = {"pack": 1.0, "to_host": 0.5, "mpi_wait": 3.0, "to_device": 0.5, "unpack": 1.0}
+    timings = {
+        v: {"exchange_ms": [7.0, 9.0, 8.0]} | {f"{p}_ms": [ms, 100.0, ms] for p, ms in phase_ms.items()}
+        for v in ("first", "middle", "last")
+    }
+    out = ranks.exchange_phases_per_step(timings)
+    assert list(out) == [*halo_exchange.PHASES, "other", "total"]
+    # medians, summed over first + 3 x middle + last
+    assert out["mpi_wait"] == 15.0 and out["total"] == 40.0 and out["other"] == 40.0 - 5 * 6.0
+
+
 def test_ranks_launcher_command(monkeypatch):
     import argparse
 
@@ -175,6 +190,12 @@ def test_ranks_launcher_command(monkeypatch):
         cmd, env = ranks_cmd.launch_command(argparse.Namespace(ranks=4, mpirun="mpirun"), ["greenline", "--ranks", "4"])
         assert cmd[:3] == ["mpirun", "-n", "4"] and cmd[-4:] == ["icoforge", "greenline", "--ranks", "4"]
         assert "OMP_NUM_THREADS" in env
+    monkeypatch.delenv("GT4PY_BUILD_JOBS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(ranks_cmd, "_is_open_mpi", lambda launcher: False)
+    _, env = ranks_cmd.launch_command(argparse.Namespace(ranks=4, mpirun="mpiexec"), ["greenline"])
+    assert env["GT4PY_BUILD_JOBS"] == env["OMP_NUM_THREADS"] == "4"  # the ranks share the cores
 
 
 def test_ranks_mode_is_chosen_from_flag_and_launcher(monkeypatch):
@@ -208,6 +229,13 @@ def test_decomposition_and_halo_exchange_on_two_ranks(tmp_path, icoforge_cache):
     result = json.loads(line[len("RESULT "):])
     assert result["partition"] and result["numpy"] and result["device"], result
     assert result["device_syncs"] > 0 and result["device_copies"] > 0  # the staging path ran
+    # a device call: one copy to the host and one back, whatever the number of fields; the first
+    # call of each dimension also uploads its index arrays and allocates the pinned buffers once
+    first, again = result["device_calls"][:3], result["device_calls"][3:]
+    assert [pinned for _, pinned in first] == [2, 2, 2] and again == [[2, 0]] * 3, result["device_calls"]
+    assert set(result["phases_device"]) == set(halo_exchange.PHASES), result["phases_device"]
+    assert set(result["phases_numpy"]) == {"pack", "mpi_wait", "unpack"}, result["phases_numpy"]
+    assert all(s >= 0 for s in (*result["phases_device"].values(), *result["phases_numpy"].values()))
     assert all(s["CellDim"][1] > 0 for s in result["sizes"])  # both ranks have halos
     if halo_exchange.ghex_available() is None:
         assert result["ghex"] is True, result
