@@ -137,7 +137,11 @@ def deref_lazy(sl: "StencilLowering", arg: LazyArg, it: Iterator) -> Value:
     base = arg.base
     if base.stored is not None:
         return sl._deref_arg(_stored_item(base.stored, arg.proj), it)
-    inline = base.is_list or len(base.args) <= 1 or it.pos == sl.center
+    # another kernel's target value (a statement with targets on several domains) is stored and
+    # read, as GT4Py stores it: copy forwarding then has its writer store the target itself
+    # (forward.py), and this kernel reads the target once instead of recomputing it from its inputs
+    theirs = id(base) in sl.program.target_values and id(base) not in sl.own_values
+    inline = base.is_list or len(base.args) <= 1 or (it.pos == sl.center and not theirs)
     if not inline:
         if store(sl.program, base, missing_ok=True) is not None:
             return sl._deref_arg(_stored_item(base.stored, arg.proj), it)
@@ -265,6 +269,7 @@ def lower_set_at(pl: "ProgramLowering", s: itir.SetAt) -> list[ir.Step]:
     pl.lazy_fields = {}  # a statement's operators are shared within it only (the next reads what it wrote)
     value = field_value(pl, s.expr, {})
     values = _flat_args(value)
+    pl.target_values = {id(v.base) for v in values if isinstance(v, LazyArg) and not v.proj}
     domains = _flat_domains(s.domain, len(targets))
     if len({str(d) for d in domains}) == 1:  # one kernel (a tuple-valued operator's elements too)
         groups = {"": (list(range(len(targets))), values)}
@@ -305,6 +310,7 @@ def _read_before_written(pl: "ProgramLowering", steps: list[ir.Kernel], targets:
     from icoforge.backend.lower_stencil import StencilLowering
 
     written = {t.name for t in targets}
+    steps = _old_values_first(pl, steps, written)
     writer = {st.field: j for j, k in enumerate(steps) for st in k.body if isinstance(st, ir.Store) and st.field in written}
     hazard, own = set(), set()
     for j, k in enumerate(steps):
@@ -332,6 +338,54 @@ def _read_before_written(pl: "ProgramLowering", steps: list[ir.Kernel], targets:
             pl.store_values(sl, [by_name[field]], sl.deref(pl.iterator_at_domain(tmp, k.domain)), name)
             copies.append(ir.Kernel(name, k.domain, tuple(sl.blocks[0].stmts), ()))
     return out + copies
+
+
+def _old_values_first(pl: "ProgramLowering", steps: list[ir.Kernel], written: set[str]) -> list[ir.Kernel]:
+    """A kernel `R` reading the old value of target `T`, which the statement stores into a
+    temporary `S` (kernel `P`, before `R`) and copies into `T` at the end, runs before `P`,
+    recomputing `S` at its own point where it read it: copy forwarding can then have `P` store
+    into `T` directly (forward.py: no access to `T` between producer and copy), as on GT4Py's full
+    path, where its fusion recomputes `S` in `R` and orders `R` first. Only where `R` reads `S`
+    at its own point and neither reads nor writes what the kernels it moves over write (or read,
+    for its writes). The recomputed value is `P`'s operations in `P`'s order (recompute.py)."""
+    from icoforge.backend import recompute
+    from icoforge.backend.forward import own_point
+
+    temps = {t.name: t for t in pl.new_temporaries}
+    steps = list(steps)
+    for r in range(len(steps)):
+        R = steps[r]
+        if R.is_scan:
+            continue
+        for T in sorted(written & set(R.fields_read())):
+            src = _copied_from(steps, r, T, temps)
+            if src is None:
+                continue
+            p = next((j for j in range(r) if src in steps[j].fields_written()), None)
+            loads = [e for e in ir.walk_body_exprs((*R.prologue, *R.body)) if isinstance(e, ir.Load) and e.field == src]
+            if p is None or steps[p].is_scan or not all(own_point(e, temps[src].dims, pl.dims) for e in loads):
+                continue
+            prod = recompute.Producer.of(steps[p], temps[src], pl.dims)
+            if prod is None:
+                continue
+            moved = recompute.inlined_into(R, prod, set(pl.fields) | set(pl.scalars))
+            between = steps[p:r]
+            w_between = {f for k in between for f in k.fields_written()}
+            rw_between = w_between | {f for k in between for f in k.fields_read()}
+            if set(moved.fields_read()) & w_between or set(moved.fields_written()) & rw_between:
+                continue
+            steps = [*steps[:p], moved, *steps[p:r], *steps[r + 1 :]]
+            break
+    return steps
+
+
+def _copied_from(steps: list[ir.Kernel], r: int, target: str, temps: dict) -> str | None:
+    """The temporary a kernel after step `r` copies into `target` (`target[i, k] = S[i, k]`)."""
+    for k in steps[r + 1 :]:
+        for st in k.body:
+            if isinstance(st, ir.Store) and st.field == target and isinstance(st.value, ir.Load) and st.value.field in temps:
+                return st.value.field
+    return None
 
 
 def _values_before_stores(k: ir.Kernel) -> ir.Kernel:
@@ -387,6 +441,7 @@ def _write_kernel(pl: "ProgramLowering", targets: list[FieldArg], values: list[A
     name = pl.next_kernel_name()
 
     def body(sl: "StencilLowering") -> list:
+        sl.own_values = {id(v.base) for v in values if isinstance(v, LazyArg)}
         return [x for v in values for x in _flatten_value(sl.deref(pl.iterator_at_domain(v, domain)))]
 
     sl, out = _lowered(pl, name, domain, f"target {s.target}", body)
