@@ -29,8 +29,7 @@ def test_early_path_matches_stored_gt4py_reference(name, tiny_grid):
     assert result.passed, result.summary()
 
 
-@pytest.mark.slow
-def test_early_path_moves_no_more_bytes_on_the_predictor(tiny_grid):
+def _table():
     import importlib.util
     import pathlib
 
@@ -38,6 +37,28 @@ def test_early_path_moves_no_more_bytes_on_the_predictor(tiny_grid):
     spec = importlib.util.spec_from_file_location("early_gtir_table", path)
     table = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(table)
-    row = table.one("vertically_implicit_solver_at_predictor_step", tiny_grid)
+    return table
+
+
+@pytest.mark.slow
+def test_early_path_moves_no_more_bytes_on_the_predictor(tiny_grid):
+    row = _table().one("vertically_implicit_solver_at_predictor_step", tiny_grid)
     assert row["new_bytes"] <= row["old_bytes"] and row["new_kernels"] <= row["old_kernels"]
     assert row["new_passes_cpu_s"] < row["old_passes_cpu_s"] / 2
+
+
+@pytest.mark.slow  # GT4Py's full list on the old path: 10-20 CPU-s each
+@pytest.mark.parametrize(
+    "name",
+    [
+        # shared values named and computed before the branches, or the inline pass's size cap
+        # keeps a temporary (was 1.30x)
+        "compute_advection_in_predictor_vertical_momentum",
+        # a reader of a target's old value first, so the target's new value is stored in place
+        # and not copied (was 1.05x)
+        "compute_perturbed_quantities_and_interpolation",
+    ],
+)
+def test_early_path_moves_no_more_bytes_than_the_full_path(name, tiny_grid):
+    row = _table().one(name, tiny_grid)
+    assert row["new_bytes"] <= row["old_bytes"], row
