@@ -1,7 +1,8 @@
-"""The early-GTIR path (issue 20, ICOFORGE_EARLY_GTIR=1): GT4Py's passes stopped before their
-fusion loop (gt4py_early.py), nested field operators lowered by lower_fields.py. Its results must
-equal the stored gtfn_cpu references like the default path's (`make test-references` with the
-variable set checks all 78 programs), and it must not move more bytes."""
+"""The early-GTIR path (issue 20, the default; ICOFORGE_EARLY_GTIR=0 runs GT4Py's full list):
+GT4Py's passes stopped before their fusion loop (gt4py_early.py), nested field operators lowered
+by lower_fields.py. Its results must equal the stored gtfn_cpu references like the full path's
+(`make test-references` checks all 78 programs on the default path), and it must not move more
+bytes."""
 
 from __future__ import annotations
 
