@@ -46,6 +46,8 @@ class ProgramLowering:
         self.gtir = program
         self.early = early  # early GTIR (gt4py_early.py): field-level expressions, lower_fields.py
         self.pending: list[ir.Kernel] = []  # early GTIR: kernels storing what the kernel being lowered reads
+        self.lazy_fields: dict = {}  # early GTIR: the current statement's field operators, by structure
+        self.target_values: set[int] = set()  # early GTIR: ids of the LazyFields the statement's targets get
         self.new_temporaries: list[ir.Temporary] = []
         self.name = str(program.id)
         self.offset_provider_type = offset_provider_type

@@ -61,6 +61,8 @@ class StencilLowering:
         self.kernel_args: list[tuple[ir.Param, ir.Expr]] = []
         self.host_args: dict[str, ir.Param] = {}  # HostArg expression -> its kernel argument
         self.center: tuple = ()  # the kernel's own point (early GTIR: lazy fields read there are recomputed)
+        self.hoist_domain = None  # early GTIR: the kernel's domain, where values may be computed before branches
+        self.own_values: set[int] = set()  # early GTIR: ids of the LazyFields this kernel stores into targets
         self.inlined: list = []  # early GTIR: the lazy fields recomputed in this kernel
 
     def recall(self, key) -> Value | None:

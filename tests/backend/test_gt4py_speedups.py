@@ -13,6 +13,7 @@ from icoforge.suite.catalogue import get_program
 @pytest.mark.skipif(not gt4py_speedups.applicable(), reason="patches checked for another GT4Py version")
 def test_patched_passes_give_gt4pys_result(tiny_grid, monkeypatch):
     monkeypatch.delenv("ICOFORGE_FAST_PASSES", raising=False)
+    monkeypatch.setenv("ICOFORGE_EARLY_GTIR", "0")  # GT4Py's full list, as `plain` runs it
     inp = compilable_program(get_program("compute_advection_in_horizontal_momentum").program, tiny_grid.connectivities)
     plain = pass_manager.apply_common_transforms(
         inp.data, extract_temporaries=True, unroll_reduce=True, offset_provider=inp.args.offset_provider
