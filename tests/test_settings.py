@@ -19,18 +19,18 @@ def test_defaults_when_nothing_is_set():
     assert Settings.from_env({}) == Settings()
     s = Settings()
     assert s.cache is None and s.schedule == "" and s.trace is None
-    assert s.fast_passes and s.host_replay and s.warm_pool and s.worker_nice == 5 and s.early_gtir
+    assert s.fast_passes and s.host_replay and s.warm_pool and s.worker_nice == 5 and not s.early_gtir
 
 
 def test_every_variable_is_read():
     env = {
         "ICOFORGE_CACHE": "/c", "ICOFORGE_SCHEDULE": ' {"fuse": ["*"]} ', "ICOFORGE_FAST_PASSES": "0",
         "ICOFORGE_HOST_REPLAY": "0", "ICOFORGE_TRACE": "/t", "ICOFORGE_WORKER_NICE": "3", "ICOFORGE_WARM_POOL": "0",
-        "ICOFORGE_EARLY_GTIR": "0",
+        "ICOFORGE_EARLY_GTIR": "1",
     }  # fmt: skip
     assert set(env) == set(VARIABLES.values())
     s = Settings.from_env(env)
-    assert s == Settings("/c", '{"fuse": ["*"]}', False, False, "/t", 3, False, False)
+    assert s == Settings("/c", '{"fuse": ["*"]}', False, False, "/t", 3, False, True)
     assert Settings.from_env({k: v for k, v in s.to_env().items() if v is not None}) == s  # a round trip
 
 

@@ -8,7 +8,9 @@
 #   run(carry=[".whl"], timeout_s=600, command="CONFIG='REGIONAL 80' bash scripts/device/run_modes.sh")
 #
 # Knobs: CONFIG ("REGIONAL 80"), PEERS ("dace_gpu"), DEBUG_RUN (1: also ours without -O),
-#        INLINE_OFF_RUN (0; 1: also ours with the inline pass off, `--schedule '{"inline": "off"}'`),
+#        AB ("LABEL=SCHEDULE_JSON": also ours with that schedule, e.g. AB='fused={"fuse": ["*"]}',
+#            fingerprints compared with the default run; bit-identical expected),
+#        INLINE_OFF_RUN (0; 1: the same as AB='inline-off={"inline": "off"}'),
 #        STEPS (20, as icon4py's benchmark), ALL_S (540), COMMIT (the commit measured).
 # Results: $OUT/summary.txt, $OUT/greenline.md, $OUT/granule-latest.json, $OUT/all.tgz.
 source scripts/device/setup.sh
@@ -33,9 +35,11 @@ sleep 20
 for b in ${PEERS-dace_gpu}; do
   $GL --backend $b --save-reference $W/ref-$b-$TAG.json --json $W/gl-$TAG-$b.json > $W/gl-$TAG-$b.log 2>&1 &
 done
-if [ "${INLINE_OFF_RUN:-0}" = 1 ]; then
-  $GL --backend icoforge-cuda --schedule '{"inline": "off"}' --save-reference $W/ref-inline-off-$TAG.json \
-    --json $W/gl-$TAG-inline-off.json > $W/gl-$TAG-inline-off.log 2>&1 &
+[ "${INLINE_OFF_RUN:-0}" = 1 ] && AB=${AB:-'inline-off={"inline": "off"}'}
+AB_LABEL=${AB%%=*}; AB_SCHEDULE=${AB#*=}
+if [ -n "${AB:-}" ]; then
+  $GL --backend icoforge-cuda --schedule "$AB_SCHEDULE" --save-reference $W/ref-$AB_LABEL-$TAG.json \
+    --json $W/gl-$TAG-$AB_LABEL.json > $W/gl-$TAG-$AB_LABEL.log 2>&1 &
 fi
 if [ "${DEBUG_RUN:-1}" = 1 ]; then
   $GL --backend icoforge-cuda --python-mode debug --json $W/gl-$TAG-debug.json > $W/gl-$TAG-debug.log 2>&1 &
@@ -50,7 +54,7 @@ nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=
 {
   reports="opt=$W/gl-$TAG-opt.json"
   for b in ${PEERS-dace_gpu}; do [ -f $W/gl-$TAG-$b.json ] && reports="$reports $W/gl-$TAG-$b.json"; done
-  [ -f $W/gl-$TAG-inline-off.json ] && reports="$reports inline-off=$W/gl-$TAG-inline-off.json"
+  [ -n "${AB:-}" ] && [ -f $W/gl-$TAG-$AB_LABEL.json ] && reports="$reports $AB_LABEL=$W/gl-$TAG-$AB_LABEL.json"
   [ -f $W/gl-$TAG-debug.json ] && reports="$reports debug=$W/gl-$TAG-debug.json"
   echo "== greenline $TAG side by side =="
   COLUMNS=200 python3 -m icoforge greenline-merge $reports --markdown $OUT/greenline.md --json $W/merged.json
@@ -62,9 +66,9 @@ nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=
   for b in ${PEERS-dace_gpu}; do
     [ -f $W/ref-$b-$TAG.json ] && python3 -m icoforge.granule.golden compare $W/ref-$b-$TAG.json $W/ref-icoforge-$TAG.json
   done
-  if [ -f $W/ref-inline-off-$TAG.json ]; then
-    echo "== fingerprints: icoforge-cuda inline off vs auto ($TAG): bit-identical expected =="
-    python3 -m icoforge.granule.golden compare $W/ref-inline-off-$TAG.json $W/ref-icoforge-$TAG.json
+  if [ -n "${AB:-}" ] && [ -f $W/ref-$AB_LABEL-$TAG.json ]; then
+    echo "== fingerprints: icoforge-cuda $AB_LABEL ($AB_SCHEDULE) vs the default ($TAG): bit-identical expected =="
+    python3 -m icoforge.granule.golden compare $W/ref-$AB_LABEL-$TAG.json $W/ref-icoforge-$TAG.json
   fi
   cat $W/clocks-start.csv $W/clocks-end.csv
 } > $OUT/summary.txt 2>&1
