@@ -232,7 +232,10 @@ def merge_into_scan(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR) -> ir.Ker
         if not (isinstance(s, ir.Store) and stores.count(s.field) == 1):  # one store, at top level
             continue
         field, dtype = s.field, program.field(s.field).dtype
-        value = s.value if isinstance(s.value, ir.Var) else ir.Var(_fresh(f"{field}_now", taken), dtype)
+        # a variable the scan assigns again after the store (its state) is copied: the map runs later
+        later = {x.var.name for x in ir.walk_stmts(tuple(a.body[pos + 1:])) if isinstance(x, ir.Let) and x.declared}
+        stable = isinstance(s.value, ir.Var) and s.value.name not in later
+        value = s.value if stable else ir.Var(_fresh(f"{field}_now", taken), dtype)
         if value is not s.value:
             head[pos] = (ir.Let(value, s.value), ir.Store(field, value))
         window = ir.Var(_fresh(f"{field}_prev", taken), dtype)

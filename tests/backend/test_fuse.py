@@ -113,6 +113,16 @@ def test_map_reading_finished_levels_runs_in_the_scan_and_the_temporary_goes():
     assert k.body[-1] == ir.Let(ir.Var("t_prev", "float64"), S, declared=True)  # the window moves last
 
 
+def test_a_value_stored_before_the_state_moves_on_is_copied():
+    # the scan stores its state, then updates it: the map must see the stored value, not the new state
+    body = (store("t", S), ir.Let(S, add(S, load("a")), declared=True))
+    a = ir.Kernel("p_k0", DOM, body, state=(ir.ScanState(S, ir.Const(0.0, "float64")),), forward=False)
+    p = program([a, kernel("p_k1", store("out", load("t")))])
+    (k,) = fuse.fuse_kernels(p).kernels()
+    now = ir.Var("t_now", "float64")
+    assert k.body[0] == ir.Let(now, S) and k.body[-1] == store("out", now)
+
+
 def test_a_level_the_scan_never_computes_is_still_loaded():
     # t[k + 1] at the top level (k + 1 = 4) is outside the scan: memory, as unfused; t stays
     p = program([scan("p_k0"), kernel("p_k1", store("out", load("t", dk=1)))])
