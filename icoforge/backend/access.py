@@ -73,8 +73,6 @@ def _unconditional_exprs(kernel: ir.Kernel):
 def store_levels(kernel: ir.Kernel) -> dict[str, tuple[int, int] | None]:
     """field -> the levels [lo, hi] the kernel's stores of it can run at: its constant level range
     narrowed by the level guards (`If` on k) around them; None when not known that way."""
-    d = kernel.domain
-    whole = (int(d.k_start.value), int(d.k_end.value) - 1) if isinstance(d.k_start, ir.Const) and isinstance(d.k_end, ir.Const) else None
     found: dict[str, tuple[int, int] | None] = {}
 
     def walk(stmts: tuple[ir.Stmt, ...], levels: tuple[int, int] | None) -> None:
@@ -83,20 +81,19 @@ def store_levels(kernel: ir.Kernel) -> dict[str, tuple[int, int] | None]:
                 walk(s.then, None if levels is None else narrowed(*levels, s.cond, True))
                 walk(s.orelse, None if levels is None else narrowed(*levels, s.cond, False))
             elif isinstance(s, ir.Store):
-                old = found.get(s.field, levels) if s.field in found else levels
+                old = found.get(s.field, levels)
                 found[s.field] = None if old is None or levels is None else (min(old[0], levels[0]), max(old[1], levels[1]))
 
-    walk(kernel.body, whole)
+    walk(kernel.body, kernel.domain.constant_levels())
     return found
 
 
-def store_access(kernel: ir.Kernel, field: str, vertical: bool) -> Access:
-    """How a store indexes one dimension of `field`: "h", "k" or, under level guards, "levels"."""
+def store_access(kernel: ir.Kernel, levels: tuple[int, int] | None, vertical: bool) -> Access:
+    """How a store indexes one dimension of a field: "h", "k" or, when `levels` (the field's
+    `store_levels`) are fewer than the kernel's, "levels"."""
     if not vertical:
         return Access("h")
-    levels = store_levels(kernel).get(field)
-    d = kernel.domain
-    if levels is None or (ir.Const(levels[0], "int32"), ir.Const(levels[1] + 1, "int32")) == (d.k_start, d.k_end):
+    if levels is None or levels == kernel.domain.constant_levels():
         return Access("k")
     return Access("levels", levels[0], levels[1])
 
@@ -122,11 +119,12 @@ def kernel_access_lists(
             dims = program.field(e.field).dims
             for d, idx in enumerate(e.index):
                 add((e.field, d), Access("local") if kinds.get(dims[d]) == "local" else classify(idx, defs))
+    levels = store_levels(kernel)
     for s in ir.walk_stmts(kernel.body):
         if isinstance(s, ir.Store):
             dims = program.field(s.field).dims
             for d, dim in enumerate(dims):
-                add((s.field, d), store_access(kernel, s.field, kinds.get(dim) == "vertical"))
+                add((s.field, d), store_access(kernel, levels[s.field], kinds.get(dim) == "vertical"))
     return {k: v for k, v in out.items() if v}
 
 

@@ -52,20 +52,13 @@ def _only_own_point(stmts: tuple[ir.Stmt, ...], fields: set[str], program: ir.Pr
     return all(own_point(e, program.field(e.field).dims, kinds) for e in _loads(stmts) if e.field in fields)
 
 
-def _levels(d: ir.Domain) -> tuple[int, int] | None:
-    """[first, last] level of a domain with constant vertical bounds."""
-    if isinstance(d.k_start, ir.Const) and isinstance(d.k_end, ir.Const):
-        return int(d.k_start.value), int(d.k_end.value) - 1
-    return None
-
-
 def _outer(a: ir.Domain, b: ir.Domain) -> ir.Domain | None:
     """The larger of two domains over the same columns whose levels nest (constant bounds), else None."""
     if a == b:
         return a
     if (a.hdim, a.h_start, a.h_end) != (b.hdim, b.h_start, b.h_end):
         return None
-    la, lb = _levels(a), _levels(b)
+    la, lb = a.constant_levels(), b.constant_levels()
     if la is None or lb is None:
         return None
     if la[0] <= lb[0] and lb[1] <= la[1]:
@@ -79,7 +72,7 @@ def _guarded(k: ir.Kernel, outer: ir.Domain) -> ir.Kernel:
     """`k` over the levels of `outer` (which contain its own), its work guarded to its own levels."""
     if k.domain == outer:
         return k
-    lo, hi = _levels(k.domain)
+    lo, hi = k.domain.constant_levels()
     kk = ir.KIndex()
     inside = ir.Binary("and_", ir.Binary("greater_equal", kk, ir.Const(lo, "int32"), "bool"),
                        ir.Binary("less_equal", kk, ir.Const(hi, "int32"), "bool"), "bool")  # fmt: skip
@@ -178,10 +171,10 @@ def _finished(scan: ir.Kernel, c: int) -> bool:
 
 def can_fuse_into_scan(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR) -> bool:
     """Whether the map `b`, launched right after the scan `a`, can run inside `a`'s level loop."""
-    if not a.is_scan or b.is_scan or (a.domain.hdim, a.domain.h_start, a.domain.h_end) != (b.domain.hdim, b.domain.h_start, b.domain.h_end):
+    if not a.is_scan or b.is_scan or _outer(a.domain, b.domain) != a.domain:  # b's levels among a's
         return False
-    la, lb = _levels(a.domain), _levels(b.domain)
-    if la is None or lb is None or not la[0] <= lb[0] <= lb[1] <= la[1]:
+    la, lb = a.domain.constant_levels(), b.domain.constant_levels()
+    if la is None or lb is None:
         return False
     wa, wb = set(a.fields_written()), set(b.fields_written())
     if wa & wb or any(e.field in wa for e in _loads(b.prologue)):
@@ -221,7 +214,7 @@ def merge_into_scan(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR) -> ir.Ker
     """The scan `a` with `b`'s work at each of its levels (see the module doc); loads of the
     scan's top-level outputs at the level being computed, or the one finished just before, read
     registers."""
-    la, lb = _levels(a.domain), _levels(b.domain)
+    la, lb = a.domain.constant_levels(), b.domain.constant_levels()
     m = merge(a, _guarded(b, a.domain))  # b's levels may be fewer
     head, tail = list(m.body[: len(a.body)]), m.body[len(a.body):]
     taken = ir.variables(m.all_stmts()) | {st.var.name for st in m.state}

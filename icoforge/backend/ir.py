@@ -323,6 +323,12 @@ class Domain:
     k_start: Expr | None
     k_end: Expr | None
 
+    def constant_levels(self) -> tuple[int, int] | None:
+        """[first, last] level when both vertical bounds are constants, else None."""
+        if isinstance(self.k_start, Const) and isinstance(self.k_end, Const):
+            return int(self.k_start.value), int(self.k_end.value) - 1
+        return None
+
     def __str__(self) -> str:
         parts = []
         if self.hdim is not None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from icoforge.backend import ir
-from icoforge.backend.access import Access, classify, store_access
+from icoforge.backend.access import Access, classify, store_access, store_levels
 from icoforge.backend.codegen.host import Ranges, domain_ranges, evaluate
 from icoforge.backend.dtypes import ITEMSIZE
 
@@ -265,10 +265,11 @@ def kernel_cost(
         box = tuple(_range(a, ext, h, kr) for a, ext in zip(accs, extent(name)))
         n = math.prod(b - a for a, b in box)
         traffic.append(Traffic(name, "read", n, n * ITEMSIZE[f.dtype], box))
+    levels = store_levels(k)
     for name in k.fields_written():
         f = program.field(name)
         box = tuple(
-            _range(store_access(k, name, kinds.get(d) == "vertical"), ext, h, kr)
+            _range(store_access(k, levels[name], kinds.get(d) == "vertical"), ext, h, kr)
             for d, ext in zip(f.dims, extent(name))
         )
         n = math.prod(b - a for a, b in box)

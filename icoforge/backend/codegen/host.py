@@ -196,6 +196,8 @@ class _HostPlan:
             "from icoforge.errors import CallArgumentError, IcoforgeError",
         ]
         lines += HOST_HELPERS.splitlines()  # _require and the 32-bit checks of every kernel
+        if program.distinct:  # made once, not per call
+            lines += ["", f"DISTINCT = frozenset({program.distinct!r})"]
         lines += ["", "def launch(args, offset_provider, kernels, rt):"]
         args = [names.arg(p.name) for p in program.params]
         lines.append(f"    ({', '.join(args)},) = args" if args else "    pass")
@@ -209,7 +211,7 @@ class _HostPlan:
         if program.distinct:  # copy forwarding and fusion moved accesses of these fields
             involved = sorted({f for pair in program.distinct for f in pair})
             named = ", ".join(f"{f!r}: {names.arg(f)}" for f in involved)
-            lines.append(f"    _distinct(rt, {program.name!r}, {{{named}}}, frozenset({program.distinct!r}))")
+            lines.append(f"    _distinct(rt, {program.name!r}, {{{named}}}, DISTINCT)")
         for t in program.tables:
             lines.append(f"    {names.view(t.name)} = rt.table(offset_provider, {t.name!r})")
             ranges[t.name] = f"rt.ranges(offset_provider[{t.name!r}].ndarray, 2)"
