@@ -27,7 +27,7 @@ from icoforge.backend.codegen.cuda import device_module, render_module_gpu
 from icoforge.backend.codegen.device import DeviceModule
 from icoforge.backend.codegen.host import render_host_plan
 from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
-from icoforge.backend.workflow import translate, yield_to_main_process
+from icoforge.backend.workflow import flat_call_args, translate, yield_to_main_process
 from icoforge.errors import IcoforgeError
 
 
@@ -312,7 +312,7 @@ def bind_program(art: GPUArtifact, kernels: dict[str, Any], rt: Runtime) -> stag
     def program(*args: Any, offset_provider: common.OffsetProvider, out: Any = None, **kwargs: Any) -> None:
         if out is not None:
             args = (*args, out)
-        args = ir.flat_call_args(args, art.tuple_params, art.program_name)
+        args = flat_call_args(args, art.tuple_params, art.program_name)
         rt.run(launch, args, offset_provider, kernels)
 
     program.icoforge_artifact = art  # type: ignore[attr-defined]

@@ -16,7 +16,6 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Iterator, Union
 
-from icoforge.errors import CallArgumentError
 
 # dtype names are GT4Py's scalar kind names, lower case: float64, float32, int32, int64, bool, ...
 FLOAT_DTYPES = ("float64", "float32")
@@ -526,28 +525,6 @@ def map_kernels(program: ProgramIR, fn) -> ProgramIR:
         return tuple(fn(s) if isinstance(s, Kernel) else HostIf(s.cond, visit(s.then), visit(s.orelse)) for s in steps)
 
     return dataclasses.replace(program, steps=visit(program.steps))
-
-
-def flat_call_args(args: tuple, tuple_params: tuple[tuple[int, int], ...], program: str) -> tuple:
-    """GT4Py's call arguments in `ProgramIR.params` order: each tuple-of-fields argument unpacked."""
-    if not tuple_params:
-        return args
-    sizes = dict(tuple_params)
-    flat: list = []
-    for position, a in enumerate(args):
-        n = sizes.get(position)
-        if n is None:
-            flat.append(a)
-            continue
-        if not isinstance(a, tuple) or len(a) != n:
-            got = f"a tuple of {len(a)}" if isinstance(a, tuple) else type(a).__name__
-            raise CallArgumentError(f"{program}: argument {position + 1} must be a tuple of {n} fields, got {got}")
-        flat.extend(a)
-    return tuple(flat)
-
-
-def replace(obj, **changes):
-    return dataclasses.replace(obj, **changes)
 
 
 def rewrite(e: Expr, fn) -> Expr:

@@ -25,6 +25,7 @@ again when a later read stores it). benchmarks/early-gtir-R2B3-10.md compares ke
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from gt4py.next.iterator import ir as itir
@@ -332,8 +333,8 @@ def _read_before_written(pl: "ProgramLowering", steps: list[ir.Kernel], targets:
         for st in k.body:
             if isinstance(st, ir.Store) and st.field in hazard and st.field not in renamed:
                 renamed[st.field] = pl.new_temporary(k.domain, by_name[st.field].dtype)
-        body = tuple(ir.replace(st, field=renamed[st.field].name) if isinstance(st, ir.Store) and st.field in renamed else st for st in k.body)
-        out.append(ir.replace(k, body=body))
+        body = tuple(dataclasses.replace(st, field=renamed[st.field].name) if isinstance(st, ir.Store) and st.field in renamed else st for st in k.body)
+        out.append(dataclasses.replace(k, body=body))
         for field, tmp in renamed.items():
             name = pl.next_kernel_name()
             sl = StencilLowering(pl, f"kernel {name} (copy into {field})")
@@ -401,8 +402,8 @@ def _values_before_stores(k: ir.Kernel) -> ir.Kernel:
     for j, st in enumerate(stores):
         var = ir.Var(f"out_{j}", st.value.dtype)
         lets.append(ir.Let(var, st.value))
-        out.append(ir.replace(st, value=var))
-    return ir.replace(k, body=(*k.body[:n], *lets, *out))
+        out.append(dataclasses.replace(st, value=var))
+    return dataclasses.replace(k, body=(*k.body[:n], *lets, *out))
 
 
 def _is_field_cond(node: itir.FunCall) -> bool:

@@ -26,7 +26,7 @@ from gt4py.next.otf import definitions, stages
 from icoforge import settings
 from icoforge.backend import ir, lower, pipeline
 from icoforge.cache import atomic_write_bytes, cache_dir, file_lock
-from icoforge.errors import IcoforgeError
+from icoforge.errors import CallArgumentError, IcoforgeError
 
 settings.prepare_openmp()  # before the first generated module loads libgomp
 
@@ -207,7 +207,7 @@ class CPUArtifact:
         def program(*args: Any, offset_provider: common.OffsetProvider, out: Any = None, **kwargs: Any) -> None:
             if out is not None:
                 args = (*args, out)
-            args = ir.flat_call_args(args, self.tuple_params, self.program_name)
+            args = flat_call_args(args, self.tuple_params, self.program_name)
             if kwargs:
                 raise IcoforgeError(f"{self.program_name}: unexpected keyword arguments {sorted(kwargs)}")
             run(*args, offset_provider)
@@ -245,3 +245,21 @@ class CPUExecutor:
             tr.program,
             tr.program.tuple_params,
         )
+
+
+def flat_call_args(args: tuple, tuple_params: tuple[tuple[int, int], ...], program: str) -> tuple:
+    """GT4Py's call arguments in `ProgramIR.params` order: each tuple-of-fields argument unpacked."""
+    if not tuple_params:
+        return args
+    sizes = dict(tuple_params)
+    flat: list = []
+    for position, a in enumerate(args):
+        n = sizes.get(position)
+        if n is None:
+            flat.append(a)
+            continue
+        if not isinstance(a, tuple) or len(a) != n:
+            got = f"a tuple of {len(a)}" if isinstance(a, tuple) else type(a).__name__
+            raise CallArgumentError(f"{program}: argument {position + 1} must be a tuple of {n} fields, got {got}")
+        flat.extend(a)
+    return tuple(flat)

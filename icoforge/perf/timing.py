@@ -251,7 +251,7 @@ def queue_primer(cp: Any, seconds: float) -> Callable[[], None]:
 
 def single_kernel_program(program: ir.ProgramIR, kernel: ir.Kernel) -> ir.ProgramIR:
     """`program` running only `kernel` (unconditionally): same parameters, temporaries, tables."""
-    return ir.replace(program, steps=(kernel,))
+    return dataclasses.replace(program, steps=(kernel,))
 
 
 def single_kernel_callables(

@@ -368,7 +368,7 @@ def test_parameters_named_like_the_host_plans_own_names(tiny_grid, vendor):
 
 
 def test_tuple_argument_of_the_wrong_length_is_refused():
-    from icoforge.backend.ir import flat_call_args
+    from icoforge.backend.workflow import flat_call_args
     from icoforge.errors import CallArgumentError
 
     assert flat_call_args((1, (2, 3), 4), ((1, 2),), "p") == (1, 2, 3, 4)
