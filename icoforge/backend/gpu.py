@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import sys
 import time
 import weakref
@@ -22,7 +23,7 @@ from gt4py.next import common
 from gt4py.next.otf import definitions, stages
 
 from icoforge import settings
-from icoforge.backend import ir, pipeline
+from icoforge.backend import ir, pipeline, substep
 from icoforge.backend.codegen.cuda import device_module, render_module_gpu
 from icoforge.backend.codegen.device import DeviceModule
 from icoforge.backend.codegen.host import render_host_plan
@@ -313,9 +314,15 @@ def bind_program(art: GPUArtifact, kernels: dict[str, Any], rt: Runtime) -> stag
         if out is not None:
             args = (*args, out)
         args = flat_call_args(args, art.tuple_params, art.program_name)
-        rt.run(launch, args, offset_provider, kernels)
+        block = substep.active()
+        if block is None:
+            rt.run(launch, args, offset_provider, kernels)
+        else:  # inside a SubstepFusion block: recorded, run when the block ends
+            block.defer(program, art, rt, lambda: rt.run(launch, args, offset_provider, kernels), args, offset_provider)
 
     program.icoforge_artifact = art  # type: ignore[attr-defined]
+    # what the code is, whichever object holds it: substep.py's sequences are keyed by it
+    program.icoforge_fingerprint = hashlib.sha256(f"{art.vendor}\0{art.host_plan}\0{art.module_source}".encode()).hexdigest()  # type: ignore[attr-defined]
     program.icoforge_runtime = rt  # type: ignore[attr-defined]  # timers attach to it (Runtime.observers)
     program.icoforge_kernels = kernels  # type: ignore[attr-defined]
     return program

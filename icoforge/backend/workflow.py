@@ -24,7 +24,7 @@ from gt4py.next.iterator.transforms import pass_manager
 from gt4py.next.otf import definitions, stages
 
 from icoforge import settings
-from icoforge.backend import ir, lower, pipeline
+from icoforge.backend import ir, lower, pipeline, substep
 from icoforge.cache import atomic_write_bytes, cache_dir, file_lock
 from icoforge.errors import CallArgumentError, IcoforgeError
 
@@ -210,6 +210,8 @@ class CPUArtifact:
             args = flat_call_args(args, self.tuple_params, self.program_name)
             if kwargs:
                 raise IcoforgeError(f"{self.program_name}: unexpected keyword arguments {sorted(kwargs)}")
+            if (block := substep.active()) is not None:
+                block.flush()  # the C++ target is not deferred: what a substep block recorded runs first
             run(*args, offset_provider)
 
         program.icoforge_artifact = self  # type: ignore[attr-defined]

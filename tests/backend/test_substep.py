@@ -1,0 +1,198 @@
+"""Work across programs (icoforge.backend.compose, icoforge.backend.substep): program calls in a
+`SubstepFusion` block recorded, composed into one program, fused across program boundaries, and
+run; on R2B3 through the CUDA code run by CPU emulation, against the calls run one by one."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gt4py.next as gtx
+import numpy as np
+import pytest
+from gt4py.next import sqrt
+from icon4py.model.common import dimension as dims
+from icon4py.model.common.dimension import C2E
+
+from icoforge.backend import compose, ir
+from icoforge.backend.substep import SubstepFusion
+from icoforge.errors import IcoforgeError
+
+CellDim, EdgeDim, KDim, C2EDim = dims.CellDim, dims.EdgeDim, dims.KDim, dims.C2EDim
+f64 = gtx.float64
+NK = 10
+
+
+@gtx.field_operator
+def _produce(a: gtx.Field[[CellDim, KDim], f64], b: gtx.Field[[CellDim, KDim], f64]) -> gtx.Field[[CellDim, KDim], f64]:
+    return a * 2.0 + b
+
+
+@gtx.program
+def produce(a: gtx.Field[[CellDim, KDim], f64], b: gtx.Field[[CellDim, KDim], f64], mid: gtx.Field[[CellDim, KDim], f64], n: gtx.int32):
+    _produce(a, b, out=mid, domain={CellDim: (0, n), KDim: (0, 10)})
+
+
+@gtx.field_operator
+def _consume(mid: gtx.Field[[CellDim, KDim], f64], a: gtx.Field[[CellDim, KDim], f64], s: f64) -> gtx.Field[[CellDim, KDim], f64]:
+    return mid * s + sqrt(a)
+
+
+@gtx.program
+def consume(mid: gtx.Field[[CellDim, KDim], f64], a: gtx.Field[[CellDim, KDim], f64], out: gtx.Field[[CellDim, KDim], f64], s: f64, n: gtx.int32):
+    _consume(mid, a, s, out=out, domain={CellDim: (0, n), KDim: (0, 10)})
+
+
+@gtx.field_operator
+def _edge_sum(e: gtx.Field[[EdgeDim, KDim], f64]) -> gtx.Field[[CellDim, KDim], f64]:
+    return e(C2E[0]) + e(C2E[1]) + e(C2E[2])
+
+
+@gtx.program
+def edge_sum(e: gtx.Field[[EdgeDim, KDim], f64], out: gtx.Field[[CellDim, KDim], f64], n: gtx.int32):
+    _edge_sum(e, out=out, domain={CellDim: (0, n), KDim: (0, 10)})
+
+
+@pytest.fixture(scope="module")
+def emulated():
+    from icoforge.backend.emulate import make_emulated_backend
+
+    return make_emulated_backend("cuda")
+
+
+def _fields(grid, seed):
+    r = np.random.default_rng(seed)
+    nc = grid.num_cells
+    cell = lambda: gtx.as_field([CellDim, KDim], r.random((nc, NK)) + 0.1)  # noqa: E731
+    poison = lambda: gtx.as_field([CellDim, KDim], np.full((nc, NK), np.nan))  # noqa: E731
+    e = gtx.as_field([EdgeDim, KDim], r.random((grid.num_edges, NK)))
+    return dict(a=cell(), b=cell(), mid=poison(), out=poison(), out2=poison(), e=e)
+
+
+def _substep(backend, grid, f, s=0.5):
+    n = grid.num_cells
+    op = grid.connectivities
+    produce.with_backend(backend)(f["a"], f["b"], f["mid"], n, offset_provider=op)
+    consume.with_backend(backend)(f["mid"], f["a"], f["out"], s, n, offset_provider=op)
+    edge_sum.with_backend(backend)(f["e"], f["out2"], n, offset_provider=op)
+
+
+def _same_bits(x, y):
+    return np.array_equal(np.asarray(x).view(np.uint64), np.asarray(y).view(np.uint64))
+
+
+def test_a_sequence_seen_twice_runs_as_one_fused_program_with_the_same_bits(tiny_grid, emulated):
+    ref = _fields(tiny_grid, 3)
+    _substep(emulated, tiny_grid, ref)  # no block: one call after the other
+    assert not np.isnan(ref["out"].asnumpy()).any() and not np.isnan(ref["out2"].asnumpy()).any()
+    fusion = SubstepFusion(check=True)
+    f = _fields(tiny_grid, 3)
+    for attempt in range(3):  # the first sight of the sequence runs call by call, then composed
+        for name in ("mid", "out", "out2"):
+            f[name].ndarray[...] = np.nan
+        with fusion:
+            _substep(emulated, tiny_grid, f)
+            assert np.isnan(f["out"].asnumpy()).all(), "a call in the block ran before the block ended"
+        for name in ("mid", "out", "out2"):
+            assert _same_bits(f[name].asnumpy(), ref[name].asnumpy()), (attempt, name)
+    assert fusion.runs == {"composed": 2, "one_by_one": 1}
+    assert fusion.refused == []
+    (entry,) = (e for e in fusion._entries.values() if e.composition is not None)
+    program = entry.composition.program
+    assert [p.name for p in program.params] == ["a", "b", "mid", "out", "s_c1", "e", "out_2"]  # one param per buffer; edge_sum's `out` is another buffer
+    assert all(isinstance(k.domain.h_end, ir.Const) for k in program.kernels())  # n folded into the domains
+    art = entry.composed.icoforge_artifact
+    # produce -> consume fused across the two programs (mid still stored: the caller sees it),
+    # the neighbour kernel over the same cells joins them
+    assert len(art.kernel_names) < len(program.kernels()) == 3, art.kernel_names
+    assert any(name.startswith("c0_") and "k0_k0" in name for name in art.kernel_names)
+
+
+def test_overlapping_views_are_refused_and_run_one_by_one(tiny_grid, emulated):
+    n, op = tiny_grid.num_cells, tiny_grid.connectivities
+    f = _fields(tiny_grid, 4)
+    from gt4py.next import common
+    from gt4py.next.embedded.nd_array_field import NumPyArrayField
+
+    n1 = tiny_grid.num_cells - 1  # a view of a's memory one cell further, over cells [0, n - 1)
+    shifted = NumPyArrayField.from_array(f["a"].ndarray[1:], domain=common.domain({CellDim: (0, n1), KDim: (0, NK)}))
+    assert np.shares_memory(shifted.ndarray, f["a"].ndarray)
+    expected = None
+    fusion = SubstepFusion()
+    for _ in range(2):
+        f["mid"].ndarray[...] = np.nan
+        with fusion:
+            produce.with_backend(emulated)(f["a"], f["b"], f["mid"], n, offset_provider=op)
+            consume.with_backend(emulated)(f["mid"], shifted, f["out"], 0.5, n - 1, offset_provider=op)
+        expected = f["out"].asnumpy().copy() if expected is None else expected
+        assert _same_bits(f["out"].asnumpy(), expected)
+    assert fusion.runs == {"composed": 0, "one_by_one": 2}
+    assert len(fusion.refused) == 1 and "overlaps buffer a" in fusion.refused[0], fusion.refused
+
+
+def test_an_exception_in_the_block_runs_the_recorded_calls_first(tiny_grid, emulated):
+    f = _fields(tiny_grid, 5)
+    with pytest.raises(ZeroDivisionError), SubstepFusion():
+        produce.with_backend(emulated)(f["a"], f["b"], f["mid"], tiny_grid.num_cells, offset_provider=tiny_grid.connectivities)
+        1 / 0  # noqa: B018
+    assert not np.isnan(f["mid"].asnumpy()).any()
+
+
+def test_a_cpu_target_call_in_the_block_runs_after_what_was_recorded(tiny_grid, emulated):
+    from icoforge.backend import make_backend
+
+    f = _fields(tiny_grid, 6)
+    n, op = tiny_grid.num_cells, tiny_grid.connectivities
+    with SubstepFusion():
+        produce.with_backend(emulated)(f["a"], f["b"], f["mid"], n, offset_provider=op)
+        consume.with_backend(make_backend("cpu"))(f["mid"], f["a"], f["out"], 0.5, n, offset_provider=op)  # reads mid
+    a, b = f["a"].asnumpy(), f["b"].asnumpy()
+    np.testing.assert_allclose(f["out"].asnumpy(), (a * 2.0 + b) * 0.5 + np.sqrt(a), rtol=1e-14)
+
+
+def test_blocks_do_not_nest():
+    fusion = SubstepFusion()
+    with pytest.raises(IcoforgeError, match="do not nest"), fusion, fusion:
+        pass
+
+
+# --- compose on IR -----------------------------------------------------------------------------
+
+
+def _site(program, buffers, scalars, spans=None):
+    spans = spans or tuple(None if b is None else (100 * ord(b), 100 * ord(b) + 80) for b in buffers)  # one per buffer
+    ranges = {p.name: ((0, 8), (0, 4)) for p in program.params if isinstance(p, ir.FieldParam)}
+    return compose.CallSite(program, tuple(buffers), spans, scalars, ranges)
+
+
+def _flagged(name):
+    """`out = in` over [0, n) cells, under a host conditional on `flag`."""
+    c = lambda v: ir.Const(v, "int32")  # noqa: E731
+    dom = ir.Domain("Cell", c(0), ir.Param("n", "int32"), c(0), ir.FieldBound("out", "K", 1, True))
+    k = ir.Kernel(f"{name}_k0", dom, (ir.Store("out", ir.Load("in", (ir.HIndex(), ir.KIndex()), "float64")),))
+    params = (ir.FieldParam("in", ("Cell", "K"), "float64"), ir.FieldParam("out", ("Cell", "K"), "float64"),
+              ir.Param("n", "int32"), ir.Param("flag", "bool"))  # fmt: skip
+    return ir.ProgramIR(name, params, (), (), (ir.HostIf(ir.Param("flag", "bool"), (k,), ()),), dim_kinds=(("Cell", "horizontal"), ("K", "vertical")))
+
+
+def test_compose_folds_integer_scalars_field_bounds_and_host_conditions():
+    p = _flagged("copy")
+    calls = [_site(p, ["x", "y", None, None], {"n": 5, "flag": True}), _site(p, ["y", "z", None, None], {"n": 7, "flag": False})]
+    c = compose.compose(calls)
+    (k,) = c.program.kernels()  # the second call's kernel is under a false flag: gone
+    assert k.name == "c0_copy_k0"
+    assert (k.domain.h_end, k.domain.k_end) == (ir.Const(5, "int32"), ir.Const(4, "int32"))
+    assert [p.name for p in c.program.params] == ["in", "out", "out_2"]  # buffers x, y, z
+    assert c.sources == ((0, 0), (0, 1), (1, 1))
+    assert c.kernels == (("c0_copy_k0", 0, "copy_k0"),)
+
+
+def test_compose_refuses_overlapping_views_and_a_buffer_with_two_shapes():
+    p = _flagged("copy")
+    overlap = [_site(p, ["x", "y", None, None], {"n": 5, "flag": True}, spans=((0, 80), (100, 180), None, None)),
+               _site(p, ["w", "v", None, None], {"n": 5, "flag": True}, spans=((40, 120), (200, 280), None, None))]  # fmt: skip
+    with pytest.raises(compose.CompositionError, match="overlaps buffer"):
+        compose.compose(overlap)
+    q = dataclasses.replace(p, params=(ir.FieldParam("in", ("Edge", "K"), "float64"), *p.params[1:]))
+    with pytest.raises(compose.CompositionError, match="other dimensions"):
+        compose.compose([_site(p, ["x", "y", None, None], {"n": 5, "flag": True}), _site(q, ["x", "z", None, None], {"n": 5, "flag": True})])
+
