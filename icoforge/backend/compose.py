@@ -8,9 +8,13 @@ are loaded once.
 
 What changes on the way, per call `c`:
 * field arguments are bound by **buffer**, not by name: two arguments over the same memory with the
-  same view (origin, strides, index ranges, dtype) become one parameter; two arguments whose
-  memory overlaps in different views are refused (`CompositionError`): no reordering could then be
-  proven safe;
+  same view (origin, strides, index ranges, dtype) become one parameter. A read-only argument that
+  is a slice of an earlier one at a fixed index of one dimension (icon4py passes the lowest level
+  of a field to another program) is read from that parameter at the fixed index, so the fusion
+  pass sees the dependency. Other arguments whose memory overlaps stay parameters of their own,
+  listed in `Composition.overlaps`: the composed program is only safe if no pass reorders
+  accesses between them, i.e. if no such pair is in the final `ProgramIR.distinct` (the pairs
+  whose order copy forwarding or fusion changed): `Composition.check_order`;
 * integer and boolean scalars (domain bounds, flags, substep counters) become constants with the
   recorded values, and so do field bounds of dynamic domains: domains of different programs then
   compare equal where they are equal, and host conditionals on flags are decided here. The
@@ -27,12 +31,12 @@ it, fuse.py's conditions).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from icoforge.backend import ir
 from icoforge.backend.codegen.host import evaluate
-from icoforge.backend.dtypes import DTYPES
+from icoforge.backend.dtypes import DTYPES, ITEMSIZE
 from icoforge.errors import IcoforgeError
 
 FOLDED_DTYPES = tuple(name for name in DTYPES if not name.startswith("float"))  # become constants
@@ -43,27 +47,49 @@ class CompositionError(IcoforgeError):
 
 
 @dataclasses.dataclass(frozen=True)
+class View:
+    """Where a field argument's elements are: element (i0, i1, ...) (absolute indices, inside
+    `ranges`) at byte address `ptr + itemsize * sum(i_d * strides[d])`; `span` the [first, last + 1)
+    byte address of its memory. Equal views are the same buffer in the same frame."""
+
+    ptr: int
+    strides: tuple[int, ...]  # in elements
+    ranges: tuple[tuple[int, int], ...]
+    dtype: str
+    span: tuple[int, int]
+
+
+@dataclasses.dataclass(frozen=True)
 class CallSite:
-    """One recorded call as `compose` needs it. Per entry of `program.params`: `buffers` the
-    buffer key of a field argument (equal keys: the same memory in the same view; None for a
-    scalar) and `spans` its [first, last + 1) byte address; `scalars` the scalar values and
-    `ranges` each field's index range per dimension, by parameter name."""
+    """One recorded call as `compose` needs it: per entry of `program.params` the View of a field
+    argument (None for a scalar), and the scalar values by parameter name."""
 
     program: ir.ProgramIR
-    buffers: tuple[Hashable | None, ...]
-    spans: tuple[tuple[int, int] | None, ...]
+    views: tuple[View | None, ...]
     scalars: Mapping[str, Any]
-    ranges: Mapping[str, Sequence[tuple[int, int]]]
+
+    def ranges(self, name: str) -> tuple[tuple[int, int], ...]:
+        for p, v in zip(self.program.params, self.views):
+            if p.name == name and v is not None:
+                return v.ranges
+        raise KeyError(name)
 
 
 @dataclasses.dataclass(frozen=True)
 class Composition:
     """The composed program; `sources[n]` is (call, position among that call's flat arguments) of
-    its n-th parameter; `kernels` maps each composed kernel to (call, the kernel's own name)."""
+    its n-th parameter. Its kernels are the calls' kernels, named `c<call>_<name>`."""
 
     program: ir.ProgramIR
     sources: tuple[tuple[int, int], ...]
-    kernels: tuple[tuple[str, int, str], ...]
+    overlaps: tuple[tuple[str, str], ...] = ()  # parameters over overlapping memory (module doc)
+
+    def check_order(self, final: ir.ProgramIR) -> None:
+        """CompositionError if a pass changed the order of accesses to overlapping parameters."""
+        moved = {frozenset(pair) for pair in final.distinct}
+        for a, b in self.overlaps:
+            if frozenset((a, b)) in moved:
+                raise CompositionError(f"{a} and {b} overlap in memory and fusion reordered their accesses")
 
 
 def call_prefix(call: int) -> str:
@@ -79,14 +105,37 @@ def _fold(e: ir.Expr) -> ir.Expr:
     return e
 
 
+def _slice_index(view: View, dims: tuple[str, ...], whole: View, whole_dims: tuple[str, ...]) -> tuple[int | str, ...] | None:
+    """`view` as a slice of `whole` at one fixed index of each dimension it lacks (icon4py passes
+    the lowest level of a field to another program): per dimension of `whole`, the view's
+    dimension name or the fixed index. None when it is no such slice."""
+    if view.dtype != whole.dtype or not set(dims) <= set(whole_dims):
+        return None
+    stride = dict(zip(whole_dims, whole.strides))
+    if any(stride[d] != s for d, s in zip(dims, view.strides)):
+        return None
+    missing = [d for d in whole_dims if d not in dims]
+    item = ITEMSIZE[view.dtype]
+    offset, rest = divmod(view.ptr - whole.ptr, item)
+    if rest or len(missing) != 1 or stride[missing[0]] == 0 or offset % stride[missing[0]]:
+        return None
+    fixed = offset // stride[missing[0]]
+    lo, hi = whole.ranges[whole_dims.index(missing[0])]
+    inside = all(whole.ranges[whole_dims.index(d)][0] <= a and b <= whole.ranges[whole_dims.index(d)][1] for d, (a, b) in zip(dims, view.ranges))
+    if not (lo <= fixed < hi and inside):
+        return None
+    return tuple(d if d in dims else fixed for d in whole_dims)
+
+
 class _Binder:
     """The composed program's parameters: one per buffer, one per floating-point scalar of a call."""
 
     def __init__(self) -> None:
         self.params: list[ir.FieldParam | ir.Param] = []
         self.sources: list[tuple[int, int]] = []
-        self.by_buffer: dict[Hashable, tuple[ir.FieldParam, tuple[int, int]]] = {}
+        self.by_view: dict[View, ir.FieldParam] = {}
         self.taken: set[str] = set()
+        self.overlaps: list[tuple[str, str]] = []
 
     def _name(self, wanted: str) -> str:
         name, n = wanted, 1
@@ -96,20 +145,25 @@ class _Binder:
         self.taken.add(name)
         return name
 
-    def field(self, call: int, pos: int, p: ir.FieldParam, key: Hashable, span: tuple[int, int]) -> str:
-        known = self.by_buffer.get(key)
+    def field(self, call: int, pos: int, p: ir.FieldParam, view: View, written: bool) -> tuple[str, tuple[int | str, ...] | None]:
+        """(the composed parameter of the argument, how its indices map into that parameter's: None
+        for the same frame, else per dimension of the parameter a dimension name or fixed index)."""
+        known = self.by_view.get(view)
         if known is not None:
-            if (known[0].dims, known[0].dtype) != (p.dims, p.dtype):
-                raise CompositionError(f"call {call}: {p.name} is buffer {known[0].name} with other dimensions or dtype")
-            return known[0].name
-        for other, (q, (lo, hi)) in self.by_buffer.items():
-            if span[0] < hi and lo < span[1] and span[1] > span[0]:
-                raise CompositionError(f"call {call}: {p.name} overlaps buffer {q.name} in another view")
+            if known.dims != p.dims:
+                raise CompositionError(f"call {call}: {p.name} is buffer {known.name} with other dimensions")
+            return known.name, None
+        overlapping = [(w, q) for w, q in self.by_view.items() if view.span[0] < w.span[1] and w.span[0] < view.span[1] and view.span[1] > view.span[0]]
+        for w, q in overlapping if not written else ():
+            index = _slice_index(view, p.dims, w, q.dims)
+            if index is not None:
+                return q.name, index
         bound = ir.FieldParam(self._name(p.name), p.dims, p.dtype)
-        self.by_buffer[key] = (bound, span)
+        self.overlaps += [(q.name, bound.name) for _, q in overlapping]
+        self.by_view[view] = bound
         self.params.append(bound)
         self.sources.append((call, pos))
-        return bound.name
+        return bound.name, None
 
     def scalar(self, call: int, pos: int, p: ir.Param) -> ir.Param:
         bound = ir.Param(self._name(f"{p.name}_{call_prefix(call)}"), p.dtype)
@@ -132,13 +186,17 @@ class _Rewrite:
 def _call_rewriter(call: int, site: CallSite, binder: _Binder) -> _Rewrite:
     prog = site.program
     fields: dict[str, str] = {}
+    slices: dict[str, tuple[str, tuple[int | str, ...]]] = {}  # view -> (parameter, index map)
     params: dict[str, ir.Expr] = {}
+    written = {f for k in prog.kernels() for f in k.fields_written()}
     for pos, p in enumerate(prog.params):
         if isinstance(p, ir.FieldParam):
-            key, span = site.buffers[pos], site.spans[pos]
-            if key is None or span is None:
-                raise CompositionError(f"call {call}: field {p.name} has no buffer")
-            fields[p.name] = binder.field(call, pos, p, key, span)
+            view = site.views[pos]
+            if view is None:
+                raise CompositionError(f"call {call}: field {p.name} has no view")
+            fields[p.name], index = binder.field(call, pos, p, view, p.name in written)
+            if index is not None:
+                slices[p.name] = (fields[p.name], index)
         elif p.dtype in FOLDED_DTYPES:
             value = site.scalars[p.name]
             params[p.name] = ir.Const(bool(value) if p.dtype == "bool" else int(value), p.dtype)
@@ -155,10 +213,14 @@ def _call_rewriter(call: int, site: CallSite, binder: _Binder) -> _Rewrite:
     def body(e: ir.Expr) -> ir.Expr:
         if isinstance(e, ir.Param) and e.name in params:
             return params[e.name]
+        if isinstance(e, ir.Load) and e.field in slices:  # a slice: the whole field at the fixed index
+            whole, index = slices[e.field]
+            own = dict(zip(prog.field(e.field).dims, e.index))
+            return ir.Load(whole, tuple(own[d] if isinstance(d, str) else ir.Const(d, "int32") for d in index), e.dtype)
         if isinstance(e, ir.Load) and e.field in fields:
             return dataclasses.replace(e, field=fields[e.field])
         if isinstance(e, ir.FieldBound):
-            lo, hi = site.ranges[e.field][e.axis]
+            lo, hi = site.ranges(e.field)[e.axis]
             return ir.Const(int(hi if e.stop else lo), e.dtype)
         return e
 
@@ -254,5 +316,4 @@ def compose(calls: Sequence[CallSite], name: str = "substep") -> Composition:
         dim_size_tables=_union(calls, "dim_size_tables", "size table"),
         distinct=tuple(distinct),
     )
-    kernels = tuple((k.name, int(k.name.split("_", 1)[0][1:]), k.name.split("_", 1)[1]) for k in program.kernels())
-    return Composition(program, tuple(binder.sources), kernels)
+    return Composition(program, tuple(binder.sources), tuple(binder.overlaps))

@@ -8,11 +8,13 @@
 Inside the block every call of an icoforge GPU program (CUDA, HIP, or their CPU emulation) is
 recorded, not run. When the block ends, the recorded calls run
 * as one program that compose.py writes from them, fused by fuse.py across program boundaries,
-  when the same sequence was seen before (same programs in the same order, the same buffers in
-  the same views, the same integer and boolean scalars, the same offset provider): the signature.
-  The first sight of a sequence runs it call by call (a sequence seen once is not worth a compile);
+  once the same sequence has been seen `after` times before (same programs in the same order, the
+  same buffers in the same views, the same integer and boolean scalars, the same offset provider:
+  the signature). Until then it runs call by call: by default (`after=1`) the first sight, since a
+  sequence seen once is not worth a compile; `after=0` composes at once;
 * call by call, in their order, otherwise: a new sequence, or one that cannot be composed
-  (`refused` keeps the reason, e.g. two arguments over overlapping memory in different views).
+  (`refused` keeps the reason, e.g. fusion reordered accesses of two arguments whose memory
+  overlaps in different views).
 
 Why deferring is safe, and where it is not. Deferring changes *when* a call runs, never what it
 computes, as long as nothing outside icoforge reads or writes the calls' fields between them
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -57,9 +59,23 @@ class _Call:
     offset_provider: Any
 
 
+@dataclasses.dataclass(frozen=True)
+class Sequence:
+    """One composed sequence's last run, as byte models need it: each call's program (its IR as
+    scheduled), arguments by parameter name and offset provider; the composed program after the
+    fusion pass, with its arguments and offset provider."""
+
+    calls: tuple[tuple[ir.ProgramIR, dict[str, Any], Any], ...]
+    composed: ir.ProgramIR
+    composed_args: dict[str, Any]
+    tables: dict[str, Any]
+
+
 @dataclasses.dataclass
 class _Entry:
     seen: int = 0
+    calls: int = 0  # program calls in the sequence
+    last: Sequence | None = None  # its last composed run, for byte models
     composed: Any = None  # the composed program's callable
     composition: compose.Composition | None = None
     checked: bool = False
@@ -70,38 +86,49 @@ def _site(call: _Call) -> tuple[compose.CallSite, tuple]:
     """The call as compose.py takes it, and its part of the signature."""
     prog: ir.ProgramIR = call.art.program_ir
     rt = call.runtime
-    buffers: list[Hashable | None] = []
-    spans: list[tuple[int, int] | None] = []
+    views: list[compose.View | None] = []
     scalars: dict[str, Any] = {}
-    ranges: dict[str, Any] = {}
     for p, a in zip(prog.params, call.args, strict=True):
         if isinstance(p, ir.FieldParam):
             view, rng = rt.field(a, len(p.dims), np.dtype(p.dtype).type)
-            key = (tuple(int(x) for x in view), tuple(map(tuple, rng)), p.dtype)
-            buffers.append(key)
-            spans.append(rt.span(a))
-            ranges[p.name] = tuple(map(tuple, rng))
+            views.append(compose.View(int(view[0]), tuple(int(s) for s in view[1:]), tuple(map(tuple, rng)), p.dtype, rt.span(a)))
         else:
-            value = a.item() if hasattr(a, "item") else a
-            buffers.append(None)
-            spans.append(None)
-            scalars[p.name] = value
-    site = compose.CallSite(prog, tuple(buffers), tuple(spans), scalars, ranges)
+            views.append(None)
+            scalars[p.name] = a.item() if hasattr(a, "item") else a
+    site = compose.CallSite(prog, tuple(views), scalars)
     folded = tuple((p.name, scalars[p.name]) for p in prog.params if isinstance(p, ir.Param) and p.dtype in compose.FOLDED_DTYPES)
-    return site, (call.program.icoforge_fingerprint, tuple(buffers), folded)
+    return site, (call.program.icoforge_fingerprint, tuple(views), folded)
+
+
+def _tables(calls: list[_Call]) -> tuple[dict[str, Any], str | None]:
+    """The connectivities the calls use, by name (the composed program's offset provider), and why
+    they cannot be composed if two calls use different tables under one name. Programs get
+    offset providers of their own (icon4py: a dict per program); the tables are what counts."""
+    tables: dict[str, Any] = {}
+    for c in calls:
+        prog = c.art.program_ir
+        for name in (*(t.name for t in prog.tables), *(tag for _, tag in prog.dim_size_tables)):
+            table = c.offset_provider[name]
+            if getattr(tables.setdefault(name, table), "ndarray", None) is not getattr(table, "ndarray", table):
+                return tables, f"{prog.name}: connectivity {name} is another table than an earlier call's"
+    return tables, None
 
 
 class SubstepFusion:
     """A `with` block whose icoforge GPU program calls run as one fused program (module doc).
 
     `schedule`: the composed programs' schedule (None: the first call's vendor defaults, with
-    fusion on); `check`: compare each composed program's first run with the calls one by one."""
+    fusion on); `check`: compare each composed program's first run with the calls one by one;
+    `after`: sightings of a sequence run call by call before it is composed."""
 
-    def __init__(self, schedule: Any = None, check: bool = False, name: str = "substep"):
+    def __init__(self, schedule: Any = None, check: bool = False, name: str = "substep", after: int = 1):
+        if after < 0:
+            raise IcoforgeError(f"SubstepFusion: after must be 0 or more, got {after}")
         self.schedule = schedule
         self.check = check
         self.name = name
-        self.refused: list[str] = []  # why sequences seen twice still run call by call
+        self.after = after
+        self.refused: list[str] = []  # why sequences due to be composed still run call by call
         self.runs = {"composed": 0, "one_by_one": 0}
         self._entries: dict[tuple, _Entry] = {}
         self._calls: list[_Call] = []
@@ -146,40 +173,65 @@ class SubstepFusion:
         if not calls:
             return
         sites, parts = zip(*(_site(c) for c in calls))
-        entry = self._entries.setdefault((id(calls[0].offset_provider), *parts), _Entry())
+        tables, clash = _tables(calls)
+        entry = self._entries.setdefault((tuple((n, id(t.ndarray)) for n, t in sorted(tables.items())), *parts), _Entry())
         entry.seen += 1
-        if entry.seen == 1 and entry.refused is None and any(c.offset_provider is not calls[0].offset_provider for c in calls):
-            entry.refused = "the calls have different offset providers"
-        if entry.seen == 1 or entry.refused is not None:
-            self._one_by_one(calls)
-            return
-        if entry.composed is None:
+        if entry.seen > self.after and entry.composed is None and entry.refused is None:
             try:
+                if clash:
+                    raise compose.CompositionError(clash)
                 entry.composition = compose.compose(sites, self.name)
+                entry.composed = self._load(entry.composition, calls[0])
+                entry.calls = len(calls)
             except compose.CompositionError as err:
                 entry.refused = str(err)
                 self.refused.append(entry.refused)
-                self._one_by_one(calls)
-                return
-            entry.composed = self._load(entry.composition.program, calls[0])
+        if entry.composed is None:  # not yet due, or refused
+            self._one_by_one(calls)
+            return
         args = tuple(calls[c].args[pos] for c, pos in entry.composition.sources)
+        final = entry.composed.icoforge_artifact.program_ir
+        entry.last = Sequence(
+            tuple((c.art.program_ir, dict(zip((p.name for p in c.art.program_ir.params), c.args)), c.offset_provider) for c in calls),
+            final, dict(zip((p.name for p in final.params), args)), tables,
+        )  # fmt: skip
         if self.check and not entry.checked:
-            self._checked_run(entry, calls, args)
+            self._checked_run(entry, calls, args, tables)
         else:
-            entry.composed(*args, offset_provider=calls[0].offset_provider)
+            entry.composed(*args, offset_provider=tables)
         self.runs["composed"] += 1
 
-    def _load(self, program: ir.ProgramIR, first: _Call) -> Any:
+    def summary(self) -> dict[str, Any]:
+        """What the block did so far: runs, refusals, and per composed sequence its programs and
+        kernels before and after (what reports print)."""
+        sequences = []
+        for e in self._entries.values():
+            if e.composition is None or e.composed is None:
+                continue
+            sequences.append({
+                "calls": e.calls,
+                "kernels_composed": len(e.composition.program.kernels()),
+                "kernels_fused": len(e.composed.icoforge_artifact.program_ir.kernels()),
+                "checked": e.checked,
+            })  # fmt: skip
+        return {"runs": dict(self.runs), "refused": list(self.refused), "sequences": sequences}
+
+    def sequences(self) -> list[Sequence]:
+        """The last run of every composed sequence, in the order of the `summary()` entries."""
+        return [e.last for e in self._entries.values() if e.composed is not None and e.last is not None]
+
+    def _load(self, composition: compose.Composition, first: _Call) -> Any:
         from icoforge.backend.emulate import EmulatedRuntime, load_emulated
         from icoforge.backend.gpu import gpu_artifact
         from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
 
         vendor = first.art.vendor
         schedule = self.schedule or ProgramSchedule(default=VENDOR_DEFAULTS[vendor], fuse=(self.name,))
-        art = gpu_artifact(program, vendor, schedule)
+        art = gpu_artifact(composition.program, vendor, schedule)
+        composition.check_order(art.program_ir)  # before compiling anything
         return load_emulated(art) if isinstance(first.runtime, EmulatedRuntime) else art.load()
 
-    def _checked_run(self, entry: _Entry, calls: list[_Call], args: tuple) -> None:
+    def _checked_run(self, entry: _Entry, calls: list[_Call], args: tuple, tables: dict[str, Any]) -> None:
         """The composed run, proven against the calls one by one on the same inputs."""
         xp = calls[0].runtime.cp
         fields = [a for a, p in zip(args, entry.composition.program.params) if isinstance(p, ir.FieldParam)]
@@ -190,7 +242,7 @@ class SubstepFusion:
         expected = [xp.array(a, copy=True) for a in arrays]
         for a, b in zip(arrays, before):
             a[...] = b
-        entry.composed(*args, offset_provider=calls[0].offset_provider)
+        entry.composed(*args, offset_provider=tables)
         for p, a, e in zip((p for p in entry.composition.program.params if isinstance(p, ir.FieldParam)), arrays, expected):
             got, want = (x.view(np.dtype(f"u{x.dtype.itemsize}")) for x in (a, e))
             if not bool((got == want).all()):

@@ -58,6 +58,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="compile only the program variants the steps call (about half of icon4py's compile jobs)",
     )  # fmt: skip
     p.add_argument(
+        "--substep-fusion", action="store_true",
+        help="icoforge GPU backends (and their emulation): each substep's program calls run as one program, "
+        "fused across programs (backend/substep.py); the per-program table still times them one by one",
+    )  # fmt: skip
+    p.add_argument(
         "--save-reference", metavar="PATH",
         help="record --backend's results of the verification substeps (a compact fingerprint, JSON)",
     )  # fmt: skip
@@ -120,6 +125,8 @@ def cmd_greenline(args: argparse.Namespace) -> int:
         use_schedule(args.schedule)
     if ranks_cmd.wanted(args):  # decomposed over MPI ranks (starts mpirun outside MPI)
         return ranks_cmd.run(args)
+    if args.rtol is None:  # --ranks has its own default
+        args.rtol = DEFAULT_RTOL
     opts = common_args.options(GreenlineOptions, args, backends=tuple(dict.fromkeys([args.backend, *args.compare])))
     json_only = args.json == "-"
     console = make_console(stderr=True, wide=args.wide) if json_only else make_console(wide=args.wide)

@@ -32,7 +32,7 @@ from icoforge.granule import verify as verify_mod
 from icoforge.granule.backends import check_name
 from icoforge.granule.fields import build_static_fields, static_fields_key
 from icoforge.granule.gpulock import GpuLock
-from icoforge.granule.runner import SUBSTEP_MIX, VARIANTS, BackendResult, Granule, Progress, dtime_for
+from icoforge.granule.runner import SUBSTEP_MIX, VARIANTS, BackendResult, Granule, Progress, dtime_for, substep_fusion_backends
 from icoforge.granule.state import initial_state
 
 DEFAULT_FACTORY_BACKEND = "icoforge-cpu+roundtrip-passes"
@@ -55,6 +55,7 @@ class GreenlineOptions:
     save_reference: str | None = None  # write the first backend's verification fingerprint here
     reference_file: str | None = None  # compare every backend with a recorded fingerprint
     gpu_lock: str | None = None  # hold an exclusive flock on this file while measuring (see gpulock.py)
+    substep_fusion: bool = False  # icoforge GPU backends: each substep's calls as one program (backend/substep.py)
 
 
 @dataclasses.dataclass
@@ -221,12 +222,15 @@ def run_greenline(
     granules: list[Granule] = []
     with cold_icoforge_cache(opts.cold):
         for name in opts.backends:  # setup (compiling, first calls) never holds the GPU lock
-            g = Granule(name, grid, static, state, only_used_variants=opts.only_used_variants)
+            g = Granule(name, grid, static, state, only_used_variants=opts.only_used_variants,
+                        substep_fusion=opts.substep_fusion and name in substep_fusion_backends())
             g.setup(progress)
             granules.append(g)
             log(_setup_line(g.result))
         # inside: a cold cache's generated sources are read for kernel counts
         comparisons = measure(granules, opts, inputs, recorded, lock, progress, log)
+        for g in granules:
+            g.result.substep_fusion = g.fusion_summary()
 
     return GreenlineReport(
         options=opts,

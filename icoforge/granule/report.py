@@ -299,6 +299,32 @@ def sections(data: Data) -> Iterator[TableSpec | str]:
             yield program_table(data, i)
         if b.get("fallbacks"):
             yield f"[yellow]{b['backend']}: compiled by the fallback backend:[/yellow] " + "; ".join(b["fallbacks"])
+        if b.get("substep_fusion"):
+            yield substep_fusion_table(b)
+
+
+def substep_fusion_table(b: dict[str, Any]) -> TableSpec:
+    """Each composed substep sequence: calls, kernels before and after fusion, bytes (byte model)."""
+    sf = b["substep_fusion"]
+    rows = []
+    for i, s in enumerate(sf["sequences"]):
+        before, after = s.get("bytes_one_by_one"), s.get("bytes_composed")
+        change = f"{100 * (after / before - 1):+.1f} %" if before and after is not None else "-"
+        rows.append([str(i + 1), str(s["calls"]), f"{s['kernels_composed']} -> {s['kernels_fused']}",
+                     "-" if before is None else f"{before / 1e6:,.2f}", "-" if after is None else f"{after / 1e6:,.2f}", change,
+                     "yes" if s["checked"] else "no"])  # fmt: skip
+    runs = sf["runs"]
+    caption = (f"{runs['composed']} blocks ran composed, {runs['one_by_one']} call by call; bytes per run by the byte model "
+               f"(each kernel its own reads and writes); checked: the first composed run equal to the calls one by one, bit by bit")  # fmt: skip
+    if sf["refused"]:
+        caption += "; refused: " + "; ".join(sorted(set(sf["refused"])))
+    return TableSpec(
+        title=f"{b['backend']}: substep fusion (each substep's calls as one program, fused across programs)",
+        columns=[("sequence", "right"), ("calls", "right"), ("kernels", "right"), ("MB one by one", "right"),
+                 ("MB composed", "right"), ("change", "right"), ("checked", "center")],  # fmt: skip
+        rows=rows,
+        caption=caption,
+    )
 
 
 # --- rendering ------------------------------------------------------------------------------------

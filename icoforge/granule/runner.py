@@ -18,14 +18,16 @@ backend so that their solvers have the same history:
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from icoforge import settings
 from icoforge.backend import compile_pool, gt4py_compat
+from icoforge.errors import IcoforgeError
 from icoforge.granule import instrument
 from icoforge.granule.backends import is_gpu, resolve_backend
 from icoforge.granule.fields import StaticFields
@@ -38,6 +40,24 @@ NDYN_SUBSTEPS = 5
 SUBSTEP_MIX = ("first", "middle", "middle", "middle", "last")  # one dycore step of 5 substeps
 DTIME_GLOBAL = 90.0  # s
 DTIME_LIMITED_AREA = 10.0  # s
+
+
+def substep_fusion_backends() -> list[str]:
+    """The backends whose program calls a SubstepFusion block defers: icoforge's GPU targets and
+    their CPU emulation."""
+    from icoforge.suite.backends import backend_names
+
+    return [n for n in backend_names() if n.startswith("icoforge-") and n != "icoforge-cpu"]
+
+
+def substep_fusion_block(backend_name: str) -> Any:
+    """A SubstepFusion for the backend's substeps: each sequence composed at first sight and its
+    first composed run proven bit-identical to the calls one by one (check)."""
+    from icoforge.backend.substep import SubstepFusion
+
+    if backend_name not in (valid := substep_fusion_backends()):
+        raise IcoforgeError(f"substep fusion: backend one of {', '.join(valid)}, got {backend_name!r}")
+    return SubstepFusion(after=0, check=True)
 
 
 def dtime_for(grid: Any) -> float:
@@ -83,6 +103,7 @@ class BackendResult:
     profiled_step_ms: float = 0.0  # dycore step (SUBSTEP_MIX) with per-program syncs
     fallbacks: list[str] = dataclasses.field(default_factory=list)
     gpu_lock_wait_s: float | None = None  # --gpu-lock: seconds waited for it before measuring
+    substep_fusion: dict[str, Any] | None = None  # SubstepFusion.summary() where it was on
 
     def median_ms(self, variant: str) -> float:
         return statistics.median(self.step_ms[variant])
@@ -123,6 +144,7 @@ class BackendResult:
             "programs": [dataclasses.asdict(p) for p in self.programs],
             "fallbacks": self.fallbacks,
             "gpu_lock_wait_s": self.gpu_lock_wait_s,
+            "substep_fusion": self.substep_fusion,
         }
 
 
@@ -144,6 +166,7 @@ class Granule:
         state_arrays: dict[str, Any],
         *,
         only_used_variants: bool = False,
+        substep_fusion: bool = False,
     ):
         self.only_used_variants = only_used_variants
         self.name = backend_name
@@ -161,6 +184,10 @@ class Granule:
         self._submitted: list[tuple[float, str]] = []  # (seconds after construction began, task)
         self._nvrtc_s = 0.0
         self.exchange: Any = None  # icon4py's halo exchange runtime; None: single node (decomposed: ranks.py)
+        # each substep's program calls composed and fused across programs (backend/substep.py);
+        # composed at first sight, so that compiling them falls in the first calls of setup
+        self.fusion = substep_fusion_block(backend_name) if substep_fusion else None
+        self._fusing = self.fusion is not None  # off while programs are timed one by one (profile)
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -278,6 +305,23 @@ class Granule:
         first, last = VARIANTS[variant]
         prognostic, diagnostic, prep_adv = states or self.states
         assert self.grid is not None
+        with self.fusion if self._fusing else contextlib.nullcontext():
+            self._time_step(first, last, prognostic, diagnostic, prep_adv)
+
+    def fusion_summary(self) -> dict[str, Any] | None:
+        """The substep fusion's summary with the bytes of each composed sequence (byte model); None
+        without substep fusion. Not in `step`: that is timed."""
+        if self.fusion is None:
+            return None
+        from icoforge.perf.model import sequence_bytes
+
+        summary = self.fusion.summary()
+        for entry, seq in zip(summary["sequences"], self.fusion.sequences()):
+            entry.update(sequence_bytes(seq))
+        return summary
+
+    def _time_step(self, first: bool, last: bool, prognostic: Any, diagnostic: Any, prep_adv: Any) -> None:
+        assert self.grid is not None
         self.solver.time_step(
             diagnostic_state_nh=diagnostic,
             prognostic_states=prognostic,
@@ -330,7 +374,7 @@ class Granule:
         clock = instrument.gpu_event_clock(self.gpu)
         if clock is None:
             return
-        with instrument.DeviceBusy(self.solver, clock) as busy:
+        with self.unfused(), instrument.DeviceBusy(self.solver, clock) as busy:
             for i, variant in enumerate(VARIANTS):
                 progress(f"{self.name}: device busy time ({variant})", i, len(VARIANTS))
                 calls, kernels = [], []
@@ -346,10 +390,19 @@ class Granule:
                 if kernels:
                     self.result.kernel_busy_ms[variant] = kernels
 
+    @contextlib.contextmanager
+    def unfused(self) -> Iterator[None]:
+        """Program calls run one by one inside (per-program timers need them so)."""
+        fusing, self._fusing = self._fusing, False
+        try:
+            yield
+        finally:
+            self._fusing = fusing
+
     def profile(self, rounds: int, progress: Progress = _no_progress) -> None:
         """Per-program times over `rounds` dycore steps of SUBSTEP_MIX."""
         profiler = instrument.Profiler(self.solver, self.sync, instrument.gpu_event_clock(self.gpu))
-        with profiler:
+        with self.unfused(), profiler:
             total_s = self.timed_dycore_steps(
                 rounds, on_step=lambda r: progress(f"{self.name}: per-program profile", r, rounds)
             )

@@ -318,3 +318,12 @@ def program_cost(program: ir.ProgramIR, sizes: CallSizes) -> ProgramCost:
 def cost_of_call(program: ir.ProgramIR, args: Mapping[str, Any], offset_provider: Mapping[str, Any]) -> ProgramCost:
     """`program_cost` for a call with GT4Py arguments (fields, scalars) and connectivities."""
     return program_cost(program, CallSizes.from_args(args, offset_provider))
+
+
+def sequence_bytes(seq: Any) -> dict[str, int]:
+    """Bytes one run of a composed substep sequence moves (backend/substep.py's `Sequence`), by
+    the per-kernel rule: its calls one by one, each program as scheduled, and the composed program
+    after fusion across programs."""
+    one_by_one = sum(cost_of_call(p, args, op).bytes for p, args, op in seq.calls)
+    composed = cost_of_call(seq.composed, seq.composed_args, seq.tables).bytes
+    return {"bytes_one_by_one": one_by_one, "bytes_composed": composed}

@@ -10,6 +10,8 @@
 # Knobs: CONFIG ("REGIONAL 80"), PEERS ("dace_gpu"), DEBUG_RUN (1: also ours without -O),
 #        AB ("LABEL=SCHEDULE_JSON": also ours with that schedule, e.g. AB='fused={"fuse": ["*"]}',
 #            fingerprints compared with the default run; bit-identical expected),
+#        AB_ARGS (more greenline arguments of the AB run, e.g. AB='substep={"fuse": ["*"]}'
+#            AB_ARGS=--substep-fusion: each substep as one program fused across programs),
 #        INLINE_OFF_RUN (0; 1: the same as AB='inline-off={"inline": "off"}'),
 #        STEPS (20, as icon4py's benchmark), ALL_S (540), COMMIT (the commit measured).
 # Results: $OUT/summary.txt, $OUT/greenline.md, $OUT/granule-latest.json, $OUT/all.tgz.
@@ -38,7 +40,7 @@ done
 [ "${INLINE_OFF_RUN:-0}" = 1 ] && AB=${AB:-'inline-off={"inline": "off"}'}
 AB_LABEL=${AB%%=*}; AB_SCHEDULE=${AB#*=}
 if [ -n "${AB:-}" ]; then
-  $GL --backend icoforge-cuda --schedule "$AB_SCHEDULE" --save-reference $W/ref-$AB_LABEL-$TAG.json \
+  $GL --backend icoforge-cuda --schedule "$AB_SCHEDULE" ${AB_ARGS:-} --save-reference $W/ref-$AB_LABEL-$TAG.json \
     --json $W/gl-$TAG-$AB_LABEL.json > $W/gl-$TAG-$AB_LABEL.log 2>&1 &
 fi
 if [ "${DEBUG_RUN:-1}" = 1 ]; then

@@ -308,12 +308,14 @@ def test_fused_programs_on_the_gpu_agree_with_the_cpu_target(name, tiny_grid):
 def test_fused_granule_is_bit_identical_to_the_cpu_target(monkeypatch, icoforge_cache):
     """Every program of the granule's variants with `fuse: *`, CUDA code by emulation, three
     substeps from the same state: bit-identical to icoforge-cpu (R2B3/10). The variants bind
-    icon4py's static arguments, which makes kernels neighbours."""
+    icon4py's static arguments, which makes kernels neighbours. And every substep run as one
+    program fused across programs (backend/substep.py), each first run proven against the fused
+    programs one by one (one granule for both: it takes minutes to build)."""
     from icoforge.granule.greenline import GreenlineOptions, run_greenline
 
     monkeypatch.setenv("ICOFORGE_SCHEDULE", '{"fuse": ["*"]}')
     opts = GreenlineOptions(grid="R2B3", levels=10, backends=("icoforge-cpu", "icoforge-emulated-cuda"), steps=1,
-                            warmup=0, profile_steps=1, verify=True, only_used_variants=True)  # fmt: skip
+                            warmup=0, profile_steps=1, verify=True, only_used_variants=True, substep_fusion=True)  # fmt: skip
     report = run_greenline(opts)
     (cmp,) = report.comparisons
     worst = cmp.worst()
@@ -324,3 +326,8 @@ def test_fused_granule_is_bit_identical_to_the_cpu_target(monkeypatch, icoforge_
     # left on both targets); perturbed quantities keeps kernels over the same cells to fuse
     name = "compute_perturbed_quantities_and_interpolation"
     assert emulated[name] < cpu[name], (name, emulated[name], cpu[name])
+    substeps = report.results[1].substep_fusion
+    assert substeps["refused"] == [] and substeps["runs"]["one_by_one"] == 0 and substeps["runs"]["composed"] >= 6, substeps
+    for s in substeps["sequences"]:  # fused across programs: fewer kernels, fewer bytes
+        assert s["checked"] and s["kernels_fused"] < s["kernels_composed"] and s["bytes_composed"] < s["bytes_one_by_one"], s
+    assert report.results[0].substep_fusion is None  # the C++ target does not defer

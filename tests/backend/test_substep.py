@@ -107,26 +107,35 @@ def test_a_sequence_seen_twice_runs_as_one_fused_program_with_the_same_bits(tiny
     assert any(name.startswith("c0_") and "k0_k0" in name for name in art.kernel_names)
 
 
-def test_overlapping_views_are_refused_and_run_one_by_one(tiny_grid, emulated):
-    n, op = tiny_grid.num_cells, tiny_grid.connectivities
-    f = _fields(tiny_grid, 4)
+@pytest.mark.parametrize("viewed", ["a", "mid"])
+def test_overlapping_views_compose_unless_fusion_reorders_their_accesses(tiny_grid, emulated, viewed):
+    """consume gets a view of `viewed` one cell further. A view of `a` (read by both programs,
+    written by none): fusing produce and consume reorders nothing between the two, composed. A
+    view of `mid` (produce writes it, consume reads it one cell ahead): fused, a thread would read
+    a value not yet written; refused, the calls run one by one."""
     from gt4py.next import common
     from gt4py.next.embedded.nd_array_field import NumPyArrayField
 
-    n1 = tiny_grid.num_cells - 1  # a view of a's memory one cell further, over cells [0, n - 1)
-    shifted = NumPyArrayField.from_array(f["a"].ndarray[1:], domain=common.domain({CellDim: (0, n1), KDim: (0, NK)}))
-    assert np.shares_memory(shifted.ndarray, f["a"].ndarray)
-    expected = None
-    fusion = SubstepFusion()
-    for _ in range(2):
-        f["mid"].ndarray[...] = np.nan
-        with fusion:
-            produce.with_backend(emulated)(f["a"], f["b"], f["mid"], n, offset_provider=op)
-            consume.with_backend(emulated)(f["mid"], shifted, f["out"], 0.5, n - 1, offset_provider=op)
-        expected = f["out"].asnumpy().copy() if expected is None else expected
-        assert _same_bits(f["out"].asnumpy(), expected)
-    assert fusion.runs == {"composed": 0, "one_by_one": 2}
-    assert len(fusion.refused) == 1 and "overlaps buffer a" in fusion.refused[0], fusion.refused
+    n, op = tiny_grid.num_cells, tiny_grid.connectivities
+    f = _fields(tiny_grid, 4)
+    f["mid"].ndarray[...] = 0.0  # the last cell of the view is read, never written
+    # a view of the field's memory one cell further, over cells [0, n - 1)
+    shifted = NumPyArrayField.from_array(f[viewed].ndarray[1:], domain=common.domain({CellDim: (0, n - 1), KDim: (0, NK)}))
+    assert np.shares_memory(shifted.ndarray, f[viewed].ndarray)
+    fusion = SubstepFusion(after=0)
+    with fusion:
+        produce.with_backend(emulated)(f["a"], f["b"], f["mid"], n - 1, offset_provider=op)  # same cells: fusable
+        consume.with_backend(emulated)(f["mid"] if viewed == "a" else shifted, shifted if viewed == "a" else f["a"], f["out"], 0.5, n - 1,
+                                       offset_provider=op)  # fmt: skip
+    a, b = f["a"].asnumpy(), f["b"].asnumpy()
+    mid = np.concatenate([(a * 2.0 + b)[: n - 1], np.zeros((1, NK))])
+    expected = mid[: n - 1] * 0.5 + np.sqrt(a[1:]) if viewed == "a" else mid[1:] * 0.5 + np.sqrt(a[: n - 1])
+    np.testing.assert_allclose(f["out"].asnumpy()[: n - 1], expected, rtol=1e-14)
+    if viewed == "a":
+        assert fusion.refused == [] and fusion.runs == {"composed": 1, "one_by_one": 0}, fusion.refused
+    else:
+        assert fusion.runs == {"composed": 0, "one_by_one": 1}
+        assert len(fusion.refused) == 1 and "fusion reordered their accesses" in fusion.refused[0], fusion.refused
 
 
 def test_an_exception_in_the_block_runs_the_recorded_calls_first(tiny_grid, emulated):
@@ -159,9 +168,11 @@ def test_blocks_do_not_nest():
 
 
 def _site(program, buffers, scalars, spans=None):
-    spans = spans or tuple(None if b is None else (100 * ord(b), 100 * ord(b) + 80) for b in buffers)  # one per buffer
-    ranges = {p.name: ((0, 8), (0, 4)) for p in program.params if isinstance(p, ir.FieldParam)}
-    return compose.CallSite(program, tuple(buffers), spans, scalars, ranges)
+    """A call of `program` over named buffers: equal names are equal views; `spans` by position
+    (default: one 80-byte block per buffer name, apart from the others)."""
+    spans = spans or tuple(None if b is None else (100 * ord(b), 100 * ord(b) + 80) for b in buffers)
+    views = tuple(None if b is None else compose.View(ord(b) * 1000, (1, 8), ((0, 8), (0, 4)), "float64", span) for b, span in zip(buffers, spans))
+    return compose.CallSite(program, views, scalars)
 
 
 def _flagged(name):
@@ -183,16 +194,39 @@ def test_compose_folds_integer_scalars_field_bounds_and_host_conditions():
     assert (k.domain.h_end, k.domain.k_end) == (ir.Const(5, "int32"), ir.Const(4, "int32"))
     assert [p.name for p in c.program.params] == ["in", "out", "out_2"]  # buffers x, y, z
     assert c.sources == ((0, 0), (0, 1), (1, 1))
-    assert c.kernels == (("c0_copy_k0", 0, "copy_k0"),)
 
 
-def test_compose_refuses_overlapping_views_and_a_buffer_with_two_shapes():
+def test_compose_lists_overlapping_views_and_refuses_a_buffer_with_two_shapes():
     p = _flagged("copy")
     overlap = [_site(p, ["x", "y", None, None], {"n": 5, "flag": True}, spans=((0, 80), (100, 180), None, None)),
                _site(p, ["w", "v", None, None], {"n": 5, "flag": True}, spans=((40, 120), (200, 280), None, None))]  # fmt: skip
-    with pytest.raises(compose.CompositionError, match="overlaps buffer"):
-        compose.compose(overlap)
+    c = compose.compose(overlap)
+    assert c.overlaps == (("in", "in_2"), ("out", "in_2"))  # w overlaps x and y
+    c.check_order(c.program)  # nothing reordered
+    with pytest.raises(compose.CompositionError, match="in and in_2 overlap"):
+        c.check_order(dataclasses.replace(c.program, distinct=(("in_2", "in"),)))
     q = dataclasses.replace(p, params=(ir.FieldParam("in", ("Edge", "K"), "float64"), *p.params[1:]))
     with pytest.raises(compose.CompositionError, match="other dimensions"):
         compose.compose([_site(p, ["x", "y", None, None], {"n": 5, "flag": True}), _site(q, ["x", "z", None, None], {"n": 5, "flag": True})])
+
+
+
+def test_a_read_only_slice_of_an_earlier_field_is_read_from_it_at_the_fixed_level():
+    """icon4py passes the lowest level of a (Cell, K) field as a Cell field to a later program:
+    the composed program reads the whole field at that level, so fusion sees the dependency."""
+    c = lambda v: ir.Const(v, "int32")  # noqa: E731
+    dom = ir.Domain("Cell", c(0), c(8), c(0), c(4))
+    kinds = (("Cell", "horizontal"), ("K", "vertical"))
+    write = ir.ProgramIR("w", (ir.FieldParam("z", ("Cell", "K"), "float64"),), (), (),
+                         (ir.Kernel("w_k0", dom, (ir.Store("z", ir.Const(1.0, "float64")),)),), dim_kinds=kinds)  # fmt: skip
+    read = ir.ProgramIR("r", (ir.FieldParam("low", ("Cell",), "float64"), ir.FieldParam("out", ("Cell", "K"), "float64")), (), (),
+                        (ir.Kernel("r_k0", dom, (ir.Store("out", ir.Load("low", (ir.HIndex(),), "float64")),)),), dim_kinds=kinds)  # fmt: skip
+    # z: 8 cells x 4 levels, cell-major (strides 1, 8); low = z[:, 3] starts 3 * 8 elements further
+    z = compose.View(10_000, (1, 8), ((0, 8), (0, 4)), "float64", (10_000, 10_256))
+    low = compose.View(10_000 + 3 * 8 * 8, (1,), ((0, 8),), "float64", (10_192, 10_256))
+    out = compose.View(20_000, (1, 8), ((0, 8), (0, 4)), "float64", (20_000, 20_256))
+    result = compose.compose([compose.CallSite(write, (z,), {}), compose.CallSite(read, (low, out), {})])
+    assert [p.name for p in result.program.params] == ["z", "out"] and result.overlaps == ()
+    load = next(e for e in result.program.kernels()[1].exprs() if isinstance(e, ir.Load))
+    assert load == ir.Load("z", (ir.HIndex(), c(3)), "float64")
 
