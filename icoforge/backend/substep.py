@@ -212,6 +212,8 @@ class SubstepFusion:
                 "calls": e.calls,
                 "kernels_composed": len(e.composition.program.kernels()),
                 "kernels_fused": len(e.composed.icoforge_artifact.program_ir.kernels()),
+                # c<call>_<kernel>, fused ones after their first member and the last names' kernel numbers
+                "kernel_names": [k.name for k in e.composed.icoforge_artifact.program_ir.kernels()],
                 "checked": e.checked,
             })  # fmt: skip
         return {"runs": dict(self.runs), "refused": list(self.refused), "sequences": sequences}

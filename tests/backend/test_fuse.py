@@ -192,12 +192,8 @@ def test_moving_past_a_kernel_records_the_fields_that_must_not_share_memory():
 
 
 def test_the_host_refuses_shared_memory_only_for_recorded_pairs():
-    from icoforge.backend.codegen.host import HOST_HELPERS
-    from icoforge.errors import CallArgumentError, IcoforgeError
-
-    helpers = {"CallArgumentError": CallArgumentError, "IcoforgeError": IcoforgeError, "ScheduleError": ScheduleError}
-    exec(HOST_HELPERS, helpers)  # the host plan's helpers, as the generated module holds them
-    _distinct = helpers["_distinct"]
+    from icoforge.backend.host_checks import _distinct
+    from icoforge.errors import CallArgumentError
 
     class Spans:
         def span(self, f):
