@@ -185,10 +185,3 @@ def render_stmts(stmts: tuple[ir.Stmt, ...], r: ExprRenderer, indent: str, store
             raise TypeError(s)
     return out
 
-
-def distinct_groups(program: ir.ProgramIR) -> list[tuple[str, list[str]]]:
-    """`ProgramIR.distinct` grouped by its first field: [(written field, fields it must not share memory with)]."""
-    groups: dict[str, list[str]] = {}
-    for a, b in program.distinct:
-        groups.setdefault(a, []).append(b)
-    return list(groups.items())

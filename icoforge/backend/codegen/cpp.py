@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from icoforge.backend import ir
 from icoforge.backend.access import bounds_requirements
-from icoforge.backend.codegen.common import ExprRenderer, cname, ctype, distinct_groups, render_stmts
+from icoforge.backend.codegen.common import ExprRenderer, cname, ctype, render_stmts
 from icoforge.backend.dtypes import ITEMSIZE
 
 
@@ -283,3 +283,11 @@ def _module_definition(module_name: str) -> list[str]:
         f"PyMODINIT_FUNC PyInit_{module_name}(void) {{ return PyModule_Create(&moduledef); }}",
         "",
     ]
+
+
+def distinct_groups(program: ir.ProgramIR) -> list[tuple[str, list[str]]]:
+    """`ProgramIR.distinct` grouped by its first field: [(written field, fields it must not share memory with)]."""
+    groups: dict[str, list[str]] = {}
+    for a, b in program.distinct:
+        groups.setdefault(a, []).append(b)
+    return list(groups.items())
