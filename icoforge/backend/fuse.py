@@ -25,6 +25,14 @@ Fused, an output `b` reads at the scan's level or the one finished just before c
 register (a window of one level carried like the scan's state), and a temporary nobody else
 loads is no longer stored: the bytes of writing and reading it back go.
 
+Column fusion (`columns=True`, the schedule's `fuse_columns`): a map `b` that reads a map `a`'s
+outputs in its own column at levels on one side of its own (k and k - 1, or k and k + 1) runs
+with `a` as one column walk: `a` becomes a stateless scan in that direction (`Kernel.column`: a
+thread per column, levels in order; legal since a map that reads its outputs only at its own point
+gives the same values in any order), and `b` joins it as above, the level just walked from a
+register. It trades the parallelism over levels for the bytes of the re-read (and of a temporary
+nobody else loads).
+
 Fusion reorders accesses of different members, so two field arguments sharing memory could give
 other results: each field argument written by one member and each field argument another member
 touches are added to `ProgramIR.distinct`, and the host plan refuses such calls (as for copy
@@ -298,21 +306,49 @@ def _independent(a: ir.Step, b: ir.Step) -> bool:
     return not (ra & wb or wa & rb or wa & wb)
 
 
-def _fusion(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR) -> ir.Kernel | None:
+def column_direction(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR) -> bool | None:
+    """For two maps: the walk (True: forward, False: backward) in which `b` finds every output of
+    `a` it reads, in its own column, already computed; None if there is none, or if `b` reads them
+    at its own point only (map fusion's case), or if `a` reads its own outputs elsewhere than at
+    its own point (the order of its levels would then matter)."""
+    if a.is_scan or b.is_scan:
+        return None
+    written = set(a.fields_written())
+    if not _only_own_point(a.all_stmts(), written, program):
+        return None
+    offsets: set[int] = set()
+    for f in written:
+        found = _column_offsets(b.all_stmts(), f, program)
+        if found is None:
+            return None
+        offsets |= found
+    if offsets <= {0}:
+        return None
+    if all(c <= 0 for c in offsets):
+        return True
+    return False if all(c >= 0 for c in offsets) else None
+
+
+def _fusion(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR, columns: bool = False) -> ir.Kernel | None:
     """`a` and `b` as one kernel, if they can be fused."""
     if can_fuse(a, b, program):
         outer = _outer(a.domain, b.domain)
         return merge(_guarded(a, outer), _guarded(b, outer))
     if can_fuse_into_scan(a, b, program):
         return merge_into_scan(a, b, program)
+    forward = column_direction(a, b, program) if columns else None
+    if forward is not None:
+        walk = dataclasses.replace(a, column=True, forward=forward)
+        if can_fuse_into_scan(walk, b, program):
+            return merge_into_scan(walk, b, program)
     return None
 
 
-def fuse_kernels(program: ir.ProgramIR) -> ir.ProgramIR:
+def fuse_kernels(program: ir.ProgramIR, columns: bool = False) -> ir.ProgramIR:
     """Fuse greedily in program order: each top-level kernel joins the nearest earlier kernel it
-    can be fused with (`can_fuse`, `can_fuse_into_scan`), moving up past the steps in between when
-    it is independent of them (they neither write what it touches nor touch what it writes).
-    Kernels under a host conditional stay as they are."""
+    can be fused with (`can_fuse`, `can_fuse_into_scan`, with `columns` also column fusion), moving
+    up past the steps in between when it is independent of them (they neither write what it
+    touches nor touch what it writes). Kernels under a host conditional stay as they are."""
     steps: list[ir.Step] = []
     groups: list[list[ir.Kernel]] = []
     crossed: list[tuple[ir.Kernel, ir.Step]] = []  # (kernel moved up, a step it moved past)
@@ -320,7 +356,7 @@ def fuse_kernels(program: ir.ProgramIR) -> ir.ProgramIR:
         joined = False
         for pos in range(len(steps) - 1, -1, -1) if isinstance(s, ir.Kernel) else ():
             t = steps[pos]
-            fused = _fusion(t, s, program) if isinstance(t, ir.Kernel) else None
+            fused = _fusion(t, s, program, columns) if isinstance(t, ir.Kernel) else None
             if fused is not None:
                 crossed += [(s, u) for u in steps[pos + 1:]]
                 steps[pos] = fused

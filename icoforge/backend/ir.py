@@ -348,7 +348,9 @@ class Kernel:
     """One launch. `args` are the scalar values computed on the host and passed in (Param names).
 
     For a scan, `state` lists the carried variables: the body reads them (as `Var`s) and must end
-    with `Let(var, new_value, declared=True)` for each; `forward` gives the k direction.
+    with `Let(var, new_value, declared=True)` for each; `forward` gives the k direction. `column`:
+    walked like a scan (one thread per column, levels in order) even without state (fuse.py's
+    column fusion).
     """
 
     name: str
@@ -358,10 +360,11 @@ class Kernel:
     state: tuple[ScanState, ...] = ()
     forward: bool = True
     prologue: tuple[Stmt, ...] = ()  # k-invariant statements, run once per column before the k loop
+    column: bool = False
 
     @property
     def is_scan(self) -> bool:
-        return bool(self.state)
+        return bool(self.state) or self.column
 
     def all_stmts(self) -> tuple[Stmt, ...]:
         return self.prologue + self.body

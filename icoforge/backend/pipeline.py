@@ -56,7 +56,7 @@ def inline_decisions(lowered: ir.ProgramIR, policy: str = "auto") -> tuple[inlin
 
 def fuse(program: ir.ProgramIR, schedule: ProgramSchedule) -> ir.ProgramIR:
     """Neighbouring kernels over one domain become one, where the schedule asks for it."""
-    return fuse_kernels(program) if schedule.fuses(program.name) else program
+    return fuse_kernels(program, schedule.fuse_columns) if schedule.fuses(program.name) else program
 
 
 def hoist_per_launch(program: ir.ProgramIR, launches: dict[str, KernelLaunch]) -> ir.ProgramIR:

@@ -189,6 +189,9 @@ class ProgramSchedule:
     # map into the scan before it); "*": every program. Per-kernel entries then name the fused
     # kernels (`..._k3to5`).
     fuse: tuple[str, ...] = ()
+    # with `fuse`: a map that reads another map's outputs in its own column one level up or down
+    # runs with it as one column walk (a thread per column, values in registers; fuse.py)
+    fuse_columns: bool = False
     # temporaries recomputed in their readers (icoforge.backend.inline, every target): "auto" (where
     # the byte model says it moves fewer bytes), "all" (wherever legal) or "off"
     inline: str = "auto"
@@ -203,6 +206,8 @@ class ProgramSchedule:
         if not isinstance(fuse, (list, tuple)) or not all(isinstance(p, str) and p for p in fuse):
             raise ScheduleError(f"fuse: a list of program names (or \"*\"), got {self.fuse!r}")
         object.__setattr__(self, "fuse", tuple(sorted(set(fuse))))
+        if not isinstance(self.fuse_columns, bool):
+            raise ScheduleError(f"fuse_columns: true or false, got {self.fuse_columns!r}")
 
     def fuses(self, program: str) -> bool:
         return ALL_PROGRAMS in self.fuse or program in self.fuse
@@ -232,21 +237,24 @@ class ProgramSchedule:
             d["smem_limit_bytes"] = self.smem_limit_bytes
         if self.fuse:
             d["fuse"] = list(self.fuse)
+        if self.fuse_columns:
+            d["fuse_columns"] = True
         if self.inline != "auto":
             d["inline"] = self.inline
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> "ProgramSchedule":
-        unknown = set(d) - {"default", "per_kernel", "per_program", "smem_limit_bytes", "fuse", "inline"}
-        if unknown:
-            raise ScheduleError(f"unknown program-schedule keys {sorted(unknown)}")
+        keys = ("default", "per_kernel", "per_program", "smem_limit_bytes", "fuse", "fuse_columns", "inline")
+        if unknown := set(d) - set(keys):
+            raise ScheduleError(f"unknown program-schedule keys {sorted(unknown)}; valid: {', '.join(keys)}")
         return cls(
             default=Schedule.from_json(d.get("default", {})),
             per_kernel={k: Schedule.from_json(s) for k, s in d.get("per_kernel", {}).items()},
             per_program={k: Schedule.from_json(s) for k, s in d.get("per_program", {}).items()},
             smem_limit_bytes=d.get("smem_limit_bytes"),
             fuse=d.get("fuse", ()),
+            fuse_columns=d.get("fuse_columns", False),
             inline=d.get("inline", "auto"),
         )
 

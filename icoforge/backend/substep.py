@@ -117,8 +117,9 @@ def _tables(calls: list[_Call]) -> tuple[dict[str, Any], str | None]:
 class SubstepFusion:
     """A `with` block whose icoforge GPU program calls run as one fused program (module doc).
 
-    `schedule`: the composed programs' schedule (None: the first call's vendor defaults, with
-    fusion on); `check`: compare each composed program's first run with the calls one by one;
+    `schedule`: the composed programs' schedule, fusion always on (None: the first call's vendor
+    defaults; kernels are named `c<call>_...` there, so per-kernel entries of the programs'
+    schedules do not apply); `check`: compare each composed program's first run with the calls one by one;
     `after`: sightings of a sequence run call by call before it is composed."""
 
     def __init__(self, schedule: Any = None, check: bool = False, name: str = "substep", after: int = 1):
@@ -228,7 +229,8 @@ class SubstepFusion:
         from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
 
         vendor = first.art.vendor
-        schedule = self.schedule or ProgramSchedule(default=VENDOR_DEFAULTS[vendor], fuse=(self.name,))
+        base = self.schedule or ProgramSchedule(default=VENDOR_DEFAULTS[vendor])
+        schedule = dataclasses.replace(base, fuse=(*base.fuse, self.name))  # fusion is the point
         art = gpu_artifact(composition.program, vendor, schedule)
         composition.check_order(art.program_ir)  # before compiling anything
         return load_emulated(art) if isinstance(first.runtime, EmulatedRuntime) else art.load()

@@ -52,12 +52,14 @@ def substep_fusion_backends() -> list[str]:
 
 def substep_fusion_block(backend_name: str) -> Any:
     """A SubstepFusion for the backend's substeps: each sequence composed at first sight and its
-    first composed run proven bit-identical to the calls one by one (check)."""
+    first composed run proven bit-identical to the calls one by one (check); the composed programs
+    take the backend's schedule (--schedule: its defaults, fuse_columns, inline)."""
     from icoforge.backend.substep import SubstepFusion
+    from icoforge.suite.backends import schedule_from_env
 
     if backend_name not in (valid := substep_fusion_backends()):
         raise IcoforgeError(f"substep fusion: backend one of {', '.join(valid)}, got {backend_name!r}")
-    return SubstepFusion(after=0, check=True)
+    return SubstepFusion(schedule=schedule_from_env("hip" if "hip" in backend_name else "cuda"), after=0, check=True)
 
 
 def dtime_for(grid: Any) -> float:

@@ -70,6 +70,30 @@ def test_k_offset_read_and_write_after_read_keep_kernels_apart():
     assert names(fuse.fuse_kernels(war)) == ["p_k0", "p_k1"]
 
 
+def test_column_fusion_walks_the_producer_by_levels_and_reads_the_level_above_from_a_register():
+    # out(k) reads t at k and k - 1 (guarded at the bottom): with columns, one forward column walk
+    below = ir.Select(ir.Binary("greater", ir.KIndex(), c(0), "bool"), load("t", dk=-1), load("b"), "float64")
+    p = program([kernel("p_k0", store("t", load("a"))), kernel("p_k1", store("out", add(load("t"), below)))])
+    assert names(fuse.fuse_kernels(p)) == ["p_k0", "p_k1"]  # not without columns: maps run levels in parallel
+    f = fuse.fuse_kernels(p, columns=True)
+    (k,) = f.kernels()
+    assert k.name == "p_k0to1" and k.is_scan and k.column and k.forward
+    assert [t.name for t in f.temporaries] == ["u"] and not loads_of(k, "t")  # t lives in registers
+    assert [st.var.name for st in k.state] == ["t_prev"]
+
+
+def test_column_fusion_needs_one_direction_and_a_producer_free_of_its_own_outputs():
+    both = ir.Binary("plus", load("t", dk=-1), load("t", dk=1), "float64")
+    two_sided = program([kernel("p_k0", store("t", load("a"))), kernel("p_k1", store("out", both))])
+    self_reading = program([kernel("p_k0", store("t", load("t"))), kernel("p_k1", store("out", load("t", dk=-1)))])
+    neighbour = program([kernel("p_k0", store("t", load("a"))), kernel("p_k1", store("out", load("t", neighbour=True)))])
+    for p in (two_sided, neighbour):
+        assert names(fuse.fuse_kernels(p, columns=True)) == ["p_k0", "p_k1"]
+    assert fuse.column_direction(*self_reading.kernels(), self_reading) is True  # own point only: any order
+    k_above = program([kernel("p_k0", store("t", load("t", dk=1))), kernel("p_k1", store("out", load("t", dk=-1)))])
+    assert fuse.column_direction(*k_above.kernels(), k_above) is None  # its levels' order would matter
+
+
 def test_prologue_reading_a_fused_write_keeps_kernels_apart():
     pro = (ir.Let(ir.Var("x", "float64"), load("t")),)
     p = program([kernel("p_k0", store("t", load("a"))), kernel("p_k1", store("out", ir.Var("x", "float64")), prologue=pro)])
@@ -245,6 +269,12 @@ def test_fuse_is_schedule_data():
     assert ProgramSchedule.loads(s.dumps()) == s and ProgramSchedule(fuse="*").fuses("anything")
     with pytest.raises(ScheduleError, match="fuse"):
         ProgramSchedule(fuse=[""])
+    columns = ProgramSchedule(fuse="*", fuse_columns=True)
+    assert ProgramSchedule.loads(columns.dumps()) == columns and columns.to_json()["fuse_columns"] is True
+    with pytest.raises(ScheduleError, match="fuse_columns: true or false"):
+        ProgramSchedule(fuse_columns="yes")
+    with pytest.raises(ScheduleError, match="valid: default, per_kernel"):
+        ProgramSchedule.from_json({"fuse_colums": True})
 
 
 def test_schedule_from_the_environment(monkeypatch, tmp_path):
@@ -279,6 +309,21 @@ def test_fused_programs_agree_with_the_cpu_target(name, tiny_grid):
 
     backend = make_emulated_backend("cuda", ProgramSchedule(default=VENDOR_DEFAULTS["cuda"], fuse=("*",)))
     res = verify(get_program(name), backend, "icoforge-cpu", tiny_grid, seed=31, rtol=1e-12)
+    assert res.passed, res.summary()
+    assert all(o.written > 0 for o in res.outputs)
+
+
+def test_column_fused_program_agrees_with_the_cpu_target(tiny_grid):
+    """The tangential wind and the edge quantities that read it one level down, one column walk
+    (fuse_columns): CUDA code by emulation against the CPU target."""
+    from icoforge.backend.emulate import make_emulated_backend
+    from icoforge.backend.schedule import VENDOR_DEFAULTS
+    from icoforge.suite.catalogue import get_program
+    from icoforge.suite.verify import verify
+
+    schedule = ProgramSchedule(default=VENDOR_DEFAULTS["cuda"], fuse=("*",), fuse_columns=True)
+    res = verify(get_program("compute_horizontal_velocity_quantities_and_fluxes"), make_emulated_backend("cuda", schedule),
+                 "icoforge-cpu", tiny_grid, seed=41, rtol=1e-12)  # fmt: skip
     assert res.passed, res.summary()
     assert all(o.written > 0 for o in res.outputs)
 
