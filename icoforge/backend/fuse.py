@@ -12,7 +12,8 @@ Two neighbouring top-level kernels `a` then `b` are fused when:
 * every access of `b` to a field `a` writes, and of `a` to a field `b` writes, is at the
   kernel's own point (i, k): one thread then sees exactly the values it would have seen unfused;
 * `b`'s per-column prologue (hoisted k-invariant loads) reads nothing `a` writes (it now runs
-  before `a`'s body), and their host-computed scalar arguments do not clash.
+  before `a`'s body). Host-computed scalar arguments of the same name and another value are
+  renamed apart (`a0_b`).
 
 A map kernel `b` right after a scan `a` runs inside the scan's level loop (the consumer computed
 at the scan's levels, Halide's compute_at), when the scan has produced everything `b` reads of it:
@@ -30,8 +31,11 @@ outputs in its own column at levels on one side of its own (k and k - 1, or k an
 with `a` as one column walk: `a` becomes a stateless scan in that direction (`Kernel.column`: a
 thread per column, levels in order; legal since a map that reads its outputs only at its own point
 gives the same values in any order), and `b` joins it as above, the level just walked from a
-register. It trades the parallelism over levels for the bytes of the re-read (and of a temporary
-nobody else loads).
+register. The same holds the other way round: a scan `b` that reads a map `a`'s outputs in its column at
+its own level or at levels it has walked runs with `a` as one walk in the scan's direction (the
+solvers' maps before their forward sweep), when `a` does not read what the scan has written at
+levels already walked. It trades the parallelism over levels for the bytes of the re-read (and
+of a temporary nobody else loads).
 
 Fusion reorders accesses of different members, so two field arguments sharing memory could give
 other results: each field argument written by one member and each field argument another member
@@ -94,10 +98,7 @@ def can_fuse(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR) -> bool:
     wa, wb = set(a.fields_written()), set(b.fields_written())
     if any(e.field in wa for e in _loads(b.prologue)):
         return False
-    if not _only_own_point(b.body, wa, program) or not _only_own_point(a.all_stmts(), wb, program):
-        return False
-    args_a = {p.name: v for p, v in a.args}
-    return all(args_a.get(p.name, v) == v for p, v in b.args)
+    return _only_own_point(b.body, wa, program) and _only_own_point(a.all_stmts(), wb, program)
 
 
 def _merged_name(a: str, b: str) -> str:
@@ -120,9 +121,40 @@ def _shared_prologue(a: ir.Kernel, b: ir.Kernel) -> set[str]:
     return shared
 
 
+def _args_apart(a: ir.Kernel, b: ir.Kernel) -> ir.Kernel:
+    """`b` with its host-computed arguments renamed where `a` has one of that name with another
+    value (both name theirs `a0`, `a1`, ...)."""
+    mine = {p.name: v for p, v in a.args}
+    names = set(mine) | {p.name for p, _ in b.args}
+    mapping: dict[str, ir.Param] = {}
+    for p, v in b.args:
+        if p.name in mine and mine[p.name] != v:
+            new, n = f"{p.name}_b", 1
+            while new in names:
+                n += 1
+                new = f"{p.name}_b{n}"
+            names.add(new)
+            mapping[p.name] = ir.Param(new, p.dtype)
+    if not mapping:
+        return b
+
+    def fn(e: ir.Expr) -> ir.Expr:
+        return mapping.get(e.name, e) if isinstance(e, ir.Param) else e
+
+    return dataclasses.replace(
+        b,
+        body=ir.rewrite_stmts(b.body, fn),
+        prologue=ir.rewrite_stmts(b.prologue, fn),
+        state=tuple(dataclasses.replace(st, init=ir.rewrite(st.init, fn)) for st in b.state),
+        args=tuple((mapping.get(p.name, p), v) for p, v in b.args),
+    )
+
+
 def merge(a: ir.Kernel, b: ir.Kernel) -> ir.Kernel:
     """One kernel running `a` then `b` at each point. `b`'s variables are renamed where they clash
-    with `a`'s, except the prologue values both compute alike: those are computed once."""
+    with `a`'s, except the prologue values both compute alike: those are computed once; so are its
+    host-computed arguments."""
+    b = _args_apart(a, b)
     shared = _shared_prologue(a, b)
     prologue_b = tuple(s for s in b.prologue if not (isinstance(s, ir.Let) and s.var.name in shared))
     taken = ir.variables(a.all_stmts())
@@ -201,8 +233,7 @@ def can_fuse_into_scan(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR) -> boo
         levels = recompute.stmts_levels_read(_without_own_point_loads(b.body, f), f, *lb)
         if _column_offsets(b.body, f, program) is None or levels is None or any(lo <= lb[1] and hi >= lb[0] for lo, hi in levels):
             return False
-    args_a = {p.name: v for p, v in a.args}
-    return all(args_a.get(p.name, v) == v for p, v in b.args)
+    return True
 
 
 def _fresh(name: str, taken: set[str]) -> str:
@@ -223,10 +254,11 @@ def merge_into_scan(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR) -> ir.Ker
     scan's top-level outputs at the level being computed, or the one finished just before, read
     registers."""
     la, lb = a.domain.constant_levels(), b.domain.constant_levels()
+    b = _state_apart(_args_apart(a, b), ir.variables(a.all_stmts()) | {st.var.name for st in a.state})
     m = merge(a, _guarded(b, a.domain))  # b's levels may be fewer
     head, tail = list(m.body[: len(a.body)]), m.body[len(a.body):]
-    taken = ir.variables(m.all_stmts()) | {st.var.name for st in m.state}
-    state, updates = list(m.state), []
+    state, updates = [*m.state, *b.state], []  # b's state: a scan joining a column walk
+    taken = ir.variables(m.all_stmts()) | {st.var.name for st in state}
     step = 1 if not a.forward else -1  # the level finished just before k is k + step
     stores = [s.field for s in ir.walk_stmts(a.body) if isinstance(s, ir.Store)]
     for pos, s in enumerate(list(head)):
@@ -264,6 +296,15 @@ def merge_into_scan(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR) -> ir.Ker
     for s in head:
         flat.extend(s if isinstance(s, tuple) else (s,))
     return dataclasses.replace(m, body=(*flat, *tail, *updates), state=tuple(state))
+
+
+def _state_apart(b: ir.Kernel, taken: set[str]) -> ir.Kernel:
+    """`b` with its state variables renamed away from `taken` (merge renames body variables only)."""
+    mapping = {st.var.name: _fresh(st.var.name, taken | ir.variables(b.all_stmts())) for st in b.state if st.var.name in taken}
+    if not mapping:
+        return b
+    state = tuple(ir.ScanState(ir.Var(mapping.get(st.var.name, st.var.name), st.var.dtype), st.init) for st in b.state)
+    return dataclasses.replace(b, body=ir.rename_vars(b.body, mapping), prologue=ir.rename_vars(b.prologue, mapping), state=state)
 
 
 def _loaded(program: ir.ProgramIR) -> set[str]:
@@ -329,6 +370,31 @@ def column_direction(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR) -> bool 
     return False if all(c >= 0 for c in offsets) else None
 
 
+def can_fuse_scan_after_map(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR) -> bool:
+    """Whether the scan `b`, launched right after the map `a`, can walk its column with `a` (module
+    doc): `a` walked first at each level in `b`'s direction."""
+    if a.is_scan or not b.is_scan or _outer(a.domain, b.domain) != a.domain:  # b's levels among a's
+        return False
+    if a.domain.constant_levels() is None or b.domain.constant_levels() is None:
+        return False
+    wa, wb = set(a.fields_written()), set(b.fields_written())
+    if wa & wb or not _only_own_point(a.all_stmts(), wa, program):  # a's levels in any order
+        return False
+    before_walk = b.prologue + tuple(ir.Let(st.var, st.init) for st in b.state)
+    if any(e.field in wa for e in _loads(before_walk)):  # b reads those before a has run
+        return False
+    walk = dataclasses.replace(a, column=True, forward=b.forward)
+    for f in wa:  # b reads a's outputs where a has computed them
+        offsets = _column_offsets(b.all_stmts(), f, program)
+        if offsets is None or any(c != 0 and not _finished(walk, c) for c in offsets):
+            return False
+    for f in wb:  # a must not see what b wrote at the levels already walked
+        offsets = _column_offsets(a.all_stmts(), f, program)
+        if offsets is None or any(_finished(walk, c) for c in offsets):
+            return False
+    return True
+
+
 def _fusion(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR, columns: bool = False) -> ir.Kernel | None:
     """`a` and `b` as one kernel, if they can be fused."""
     if can_fuse(a, b, program):
@@ -341,6 +407,8 @@ def _fusion(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR, columns: bool = F
         walk = dataclasses.replace(a, column=True, forward=forward)
         if can_fuse_into_scan(walk, b, program):
             return merge_into_scan(walk, b, program)
+    if columns and can_fuse_scan_after_map(a, b, program):
+        return merge_into_scan(dataclasses.replace(a, column=True, forward=b.forward), b, program)
     return None
 
 

@@ -5,6 +5,8 @@ whole granule, both through the CUDA code run by CPU emulation."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -44,6 +46,10 @@ def program(steps, temps=("t", "u"), fields=("a", "b", "out", "out2")):
 
 def add(x, y):
     return ir.Binary("plus", x, y, "float64")
+
+
+def mul(x, y):
+    return ir.Binary("multiplies", x, y, "float64")
 
 
 def names(p):
@@ -92,6 +98,33 @@ def test_column_fusion_needs_one_direction_and_a_producer_free_of_its_own_output
     assert fuse.column_direction(*self_reading.kernels(), self_reading) is True  # own point only: any order
     k_above = program([kernel("p_k0", store("t", load("t", dk=1))), kernel("p_k1", store("out", load("t", dk=-1)))])
     assert fuse.column_direction(*k_above.kernels(), k_above) is None  # its levels' order would matter
+
+
+def test_a_scan_after_a_map_walks_the_column_with_it_when_it_reads_walked_levels_only():
+    s = ir.Var("s", "float64")
+    below = ir.Select(ir.Binary("greater", ir.KIndex(), c(0), "bool"), load("t", dk=-1), load("b"), "float64")
+    body = (ir.Let(s, add(s, add(load("t"), below)), declared=True), store("out", s))
+    sweep = ir.Kernel("p_k1", DOM, body, state=(ir.ScanState(s, ir.Const(0.0, "float64")),), forward=True)
+    p = program([kernel("p_k0", store("t", load("a"))), sweep])
+    assert names(fuse.fuse_kernels(p)) == ["p_k0", "p_k1"]
+    f = fuse.fuse_kernels(p, columns=True)
+    (k,) = f.kernels()
+    assert k.is_scan and k.forward and [st.var.name for st in k.state] == ["s", "t_prev"]
+    assert [t.name for t in f.temporaries] == ["u"] and not loads_of(k, "t")
+    backward = dataclasses.replace(sweep, forward=False)  # level k - 1 not yet walked
+    assert names(fuse.fuse_kernels(program([kernel("p_k0", store("t", load("a"))), backward]), columns=True)) == ["p_k0", "p_k1"]
+    reads_out = kernel("p_k0", store("t", load("out", dk=-1)))  # the sweep's output, already written when fused
+    assert names(fuse.fuse_kernels(program([reads_out, sweep]), columns=True)) == ["p_k0", "p_k1"]
+
+
+def test_host_computed_arguments_of_one_name_are_renamed_apart():
+    a0 = ir.Param("a0", "float64")
+    a = dataclasses.replace(kernel("p_k0", store("t", mul(load("a"), a0))), args=((a0, ir.Const(2.0, "float64")),))
+    b = dataclasses.replace(kernel("p_k1", store("out", mul(load("t"), a0))), args=((a0, ir.Const(3.0, "float64")),))
+    (k,) = fuse.fuse_kernels(program([a, b])).kernels()
+    b_arg = ir.Param("a0_b", "float64")
+    assert k.args == ((a0, ir.Const(2.0, "float64")), (b_arg, ir.Const(3.0, "float64")))
+    assert k.body[-1] == store("out", mul(load("t"), b_arg))
 
 
 def test_prologue_reading_a_fused_write_keeps_kernels_apart():
