@@ -35,10 +35,10 @@ def _per_call_us(launch, args, offset_provider, kernels, rt, reps: int) -> float
 
 
 def main() -> None:
-    from icoforge.backend import ir
     from icoforge.backend.emulate import EmulatedRuntime
     from icoforge.backend.gpu import gpu_artifact
     from icoforge.backend.precompile import program_ir
+    from icoforge.backend.workflow import flat_call_args
     from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
     from icoforge.grids import load_grid
     from icoforge.suite.catalogue import get_program
@@ -63,7 +63,7 @@ def main() -> None:
         info = get_program(name)
         art = gpu_artifact(program_ir(info.program, grid.connectivities), "cuda", ProgramSchedule(VENDOR_DEFAULTS["cuda"]))
         inputs = make_inputs(info, grid, seed=0)
-        args = ir.flat_call_args(tuple(inputs[p.name] for p in info.params), art.tuple_params, name)
+        args = flat_call_args(tuple(inputs[p.name] for p in info.params), art.tuple_params, name)
         kernels = dict.fromkeys(art.kernel_names)
         timings = []
         for with_checks in (True, False):
