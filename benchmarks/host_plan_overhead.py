@@ -38,8 +38,8 @@ def main() -> None:
     from icoforge.backend.emulate import EmulatedRuntime
     from icoforge.backend.gpu import gpu_artifact
     from icoforge.backend.precompile import program_ir
-    from icoforge.backend.workflow import flat_call_args
     from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+    from icoforge.backend.workflow import flat_call_args
     from icoforge.grids import load_grid
     from icoforge.suite.catalogue import get_program
     from icoforge.suite.inputs import make_inputs
