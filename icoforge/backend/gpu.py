@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import sys
 import time
 import weakref
@@ -321,8 +320,6 @@ def bind_program(art: GPUArtifact, kernels: dict[str, Any], rt: Runtime) -> stag
             block.defer(program, art, rt, lambda: rt.run(launch, args, offset_provider, kernels), args, offset_provider)
 
     program.icoforge_artifact = art  # type: ignore[attr-defined]
-    # what the code is, whichever object holds it: substep.py's sequences are keyed by it
-    program.icoforge_fingerprint = hashlib.sha256(f"{art.vendor}\0{art.host_plan}\0{art.module_source}".encode()).hexdigest()  # type: ignore[attr-defined]
     program.icoforge_runtime = rt  # type: ignore[attr-defined]  # timers attach to it (Runtime.observers)
     program.icoforge_kernels = kernels  # type: ignore[attr-defined]
     return program

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
@@ -97,7 +98,18 @@ def _site(call: _Call) -> tuple[compose.CallSite, tuple]:
             scalars[p.name] = a.item() if hasattr(a, "item") else a
     site = compose.CallSite(prog, tuple(views), scalars)
     folded = tuple((p.name, scalars[p.name]) for p in prog.params if isinstance(p, ir.Param) and p.dtype in compose.FOLDED_DTYPES)
-    return site, (call.program.icoforge_fingerprint, tuple(views), folded)
+    return site, (_fingerprint(call), tuple(views), folded)
+
+
+def _fingerprint(call: _Call) -> str:
+    """What the program's code is, whichever object holds it (sequences are keyed by it); computed
+    once per bound program."""
+    found = getattr(call.program, "icoforge_fingerprint", None)
+    if found is None:
+        art = call.art
+        found = hashlib.sha256(f"{art.vendor}\0{art.host_plan}\0{art.module_source}".encode()).hexdigest()
+        call.program.icoforge_fingerprint = found
+    return found
 
 
 def _tables(calls: list[_Call]) -> tuple[dict[str, Any], str | None]:

@@ -133,8 +133,10 @@ def cmd_greenline(args: argparse.Namespace) -> int:
     if args.verify and len(opts.backends) < 2:
         console.print("[yellow]--verify needs a --compare backend; nothing to verify[/yellow]")
 
+    from icoforge.perf.model import sequence_bytes
+
     with StepProgress(console) as step:
-        report = run_greenline(opts, progress=step, log=step.log)
+        report = run_greenline(opts, progress=step, log=step.log, byte_model=sequence_bytes)
 
     _output(report.to_json(), args, console)
     failed = [c for c in report.comparisons if not c.passed]

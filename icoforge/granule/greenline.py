@@ -158,8 +158,13 @@ def cold_icoforge_cache(enabled: bool) -> Iterator[None]:
 
 
 def run_greenline(
-    opts: GreenlineOptions, progress: Progress | None = None, log: Callable[[str], None] | None = None
+    opts: GreenlineOptions,
+    progress: Progress | None = None,
+    log: Callable[[str], None] | None = None,
+    byte_model: Callable[[Any], dict[str, int]] | None = None,
 ) -> GreenlineReport:
+    """The greenline (module doc). `byte_model`: bytes of a composed substep sequence for the
+    substep-fusion table (the CLI passes perf.model.sequence_bytes; the granule sits below perf)."""
     from icoforge.grids import load_grid
 
     progress = progress or (lambda what, done, total: None)
@@ -230,7 +235,7 @@ def run_greenline(
         # inside: a cold cache's generated sources are read for kernel counts
         comparisons = measure(granules, opts, inputs, recorded, lock, progress, log)
         for g in granules:
-            g.result.substep_fusion = g.fusion_summary()
+            g.result.substep_fusion = g.fusion_summary(byte_model)
 
     return GreenlineReport(
         options=opts,

@@ -310,16 +310,15 @@ class Granule:
         with self.fusion if self._fusing else contextlib.nullcontext():
             self._time_step(first, last, prognostic, diagnostic, prep_adv)
 
-    def fusion_summary(self) -> dict[str, Any] | None:
-        """The substep fusion's summary with the bytes of each composed sequence (byte model); None
-        without substep fusion. Not in `step`: that is timed."""
+    def fusion_summary(self, byte_model: Callable[[Any], dict[str, int]] | None = None) -> dict[str, Any] | None:
+        """The substep fusion's summary, with `byte_model(sequence)` of each composed sequence
+        merged in (the lab's byte model: perf.model.sequence_bytes); None without substep fusion.
+        Not in `step`: that is timed."""
         if self.fusion is None:
             return None
-        from icoforge.perf.model import sequence_bytes
-
         summary = self.fusion.summary()
         for entry, seq in zip(summary["sequences"], self.fusion.sequences()):
-            entry.update(sequence_bytes(seq))
+            entry.update(byte_model(seq) if byte_model is not None else {})
         return summary
 
     def _time_step(self, first: bool, last: bool, prognostic: Any, diagnostic: Any, prep_adv: Any) -> None:

@@ -390,7 +390,9 @@ def test_fused_granule_is_bit_identical_to_the_cpu_target(monkeypatch, icoforge_
     monkeypatch.setenv("ICOFORGE_SCHEDULE", '{"fuse": ["*"]}')
     opts = GreenlineOptions(grid="R2B3", levels=10, backends=("icoforge-cpu", "icoforge-emulated-cuda"), steps=1,
                             warmup=0, profile_steps=1, verify=True, only_used_variants=True, substep_fusion=True)  # fmt: skip
-    report = run_greenline(opts)
+    from icoforge.perf.model import sequence_bytes
+
+    report = run_greenline(opts, byte_model=sequence_bytes)
     (cmp,) = report.comparisons
     worst = cmp.worst()
     assert set(worst) == {"vn", "w", "rho", "exner", "theta_v"}
