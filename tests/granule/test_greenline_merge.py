@@ -338,7 +338,7 @@ def test_measurement_phases_hold_the_lock(tmp_path, with_lock):
 def test_gpu_lock_option_reaches_greenline_options(tmp_path, monkeypatch, capsys):
     seen: list[GreenlineOptions] = []
 
-    def fake_run(opts, progress=None, log=None):
+    def fake_run(opts, progress=None, log=None, byte_model=None):
         seen.append(opts)
         return dataclasses.replace(_report(_result(opts.backends[0], 1.0, 0.0)), options=opts)
 
