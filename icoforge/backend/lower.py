@@ -190,10 +190,17 @@ class ProgramLowering:
             temporaries.append(t)
             self.fields[t.name] = FieldArg(t.name, t.dims, t.dtype)
         steps = self.lower_stmts(self.gtir.body)
+        new_temporaries = self.new_temporaries
+        if self.early:
+            from icoforge.backend import lower_fields
+
+            steps = lower_fields.named_in_order(self, steps)
+            used = {f for s in steps for k in ir.step_kernels(s) for f in (*k.fields_read(), *k.fields_written())}
+            new_temporaries = [t for t in new_temporaries if t.name in used]  # a scan now storing its target
         return ir.ProgramIR(
             name=self.name,
             params=tuple(self.params),
-            temporaries=(*temporaries, *self.new_temporaries),
+            temporaries=(*temporaries, *new_temporaries),
             tables=tuple(self.tables.values()),
             steps=steps,
             dim_kinds=tuple(self.dims.items()),
