@@ -67,6 +67,11 @@ def field_value(pl: "ProgramLowering", node: itir.Expr, env: dict) -> ArgValue:
     if cpm.is_applied_as_fieldop(node):
         stencil, domain = node.fun.args[0], (node.fun.args[1] if len(node.fun.args) > 1 else None)
         args = tuple(field_value(pl, a, env) for a in node.args)
+        host = _host_bindings(env)
+        if domain is not None and host and {str(r.id) for r in domain.pre_walk_values().if_isinstance(itir.SymRef)} & set(host):
+            # a domain over let-bound host scalars (icon4py's `n_lev` in the solvers, where no
+            # static argument folds it) is resolved here, where the bindings are known
+            domain = pl.domain(domain, host)
         # one LazyField per distinct operator of the statement: GT4Py's passes before the fusion
         # loop repeat a shared subexpression as equal nodes (its CSE runs after the loop); as one
         # value, it is computed (or stored) once per point. Stencils are closed lambdas and
