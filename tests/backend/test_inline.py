@@ -5,6 +5,8 @@ inlining off (icoforge-cpu, and the CUDA code by CPU emulation)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from icoforge.backend import inline, ir, pipeline, recompute
@@ -220,7 +222,7 @@ def test_moved_reads_record_the_field_arguments_that_must_not_share_memory():
 def test_the_stored_dtype_is_kept():
     prod = kernel("p_k0", ir.Store("t", at("a")))
     p = program([prod, kernel("p_k1", ir.Store("out", at("t")))])
-    p = ir.replace(p, temporaries=(ir.Temporary("t", ("Cell", "K"), "float32", DOM),))
+    p = dataclasses.replace(p, temporaries=(ir.Temporary("t", ("Cell", "K"), "float32", DOM),))
     (k,) = inline.inline_temporaries(p, "all").kernels()
     assert k.body[0].value == ir.Cast(at("a"), "float32")
 
