@@ -377,6 +377,12 @@ def _scans_into_targets(pl: "ProgramLowering", steps: list[ir.Kernel], targets: 
             src, dst = value.field, st.field
             if temps[src].dims != pl.fields[dst].dims or temps[src].dtype != pl.fields[dst].dtype:
                 continue
+            # the copy is this store's only use of `src` (no other value of the kernel reads it)
+            exprs = list(ir.walk_body_exprs((*steps[c_pos].prologue, *steps[c_pos].body)))
+            if sum(isinstance(e, ir.Load) and e.field == src for e in exprs) != 1:
+                continue
+            if isinstance(st.value, ir.Var) and sum(e == st.value for e in exprs) != 1:
+                continue
             writers = [j for j, k in enumerate(steps) if src in k.fields_written()]
             readers = [j for j, k in enumerate(steps) if src in k.fields_read()]
             if len(writers) != 1 or readers != [c_pos]:
@@ -387,9 +393,10 @@ def _scans_into_targets(pl: "ProgramLowering", steps: list[ir.Kernel], targets: 
                 continue
             if any(dst in (*k.fields_read(), *k.fields_written()) for k in steps[p_pos + 1 : c_pos]):
                 continue
-            if dst in p.fields_read() and not _reads_before_stores(p, dst, pl):
+            moved = dataclasses.replace(p, body=_store_into(p.body, src, dst))
+            if dst in p.fields_read() and not _reads_before_stores(moved, dst, pl):
                 continue
-            steps[p_pos] = dataclasses.replace(p, body=_store_into(p.body, src, dst))
+            steps[p_pos] = moved
             body = tuple(x for x in steps[c_pos].body if x is not st)
             used = {e.name for e in ir.walk_body_exprs(body) if isinstance(e, ir.Var)}
             body = tuple(x for x in body if not (isinstance(x, ir.Let) and not x.declared and x.var.name not in used and x.value is value))
