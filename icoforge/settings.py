@@ -16,7 +16,7 @@ monkeypatch them; `update` and `overridden` change them for this process and its
 | ICOFORGE_TRACE | trace | a folder: log every translation and load, keep GTIR of pass-cache misses |
 | ICOFORGE_WORKER_NICE | worker_nice | nice increment of compile workers (default 5; 0 keeps the priority) |
 | ICOFORGE_WARM_POOL | warm_pool | 0: the granule does not start GT4Py's compile workers ahead of time |
-| ICOFORGE_EARLY_GTIR | early_gtir | 1: stop GT4Py's passes before their fusion loop (gt4py_early.py); default 0: all of them (the reference) |
+| ICOFORGE_EARLY_GTIR | early_gtir | default 1: stop GT4Py's passes before their fusion loop (gt4py_early.py); 0: all of them (GT4Py's full list) |
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class Settings:
     trace: str | None = None
     worker_nice: int = 5
     warm_pool: bool = True
-    early_gtir: bool = False
+    early_gtir: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "Settings":
@@ -66,7 +66,7 @@ class Settings:
             trace=raw["trace"] or None,
             worker_nice=worker_nice,
             warm_pool=raw["warm_pool"] != "0",
-            early_gtir=raw["early_gtir"] not in (None, "", "0"),
+            early_gtir=raw["early_gtir"] != "0",
         )
 
     def to_env(self) -> dict[str, str | None]:

@@ -19,7 +19,7 @@ def test_defaults_when_nothing_is_set():
     assert Settings.from_env({}) == Settings()
     s = Settings()
     assert s.cache is None and s.schedule == "" and s.trace is None
-    assert s.fast_passes and s.host_replay and s.warm_pool and s.worker_nice == 5 and not s.early_gtir
+    assert s.fast_passes and s.host_replay and s.warm_pool and s.worker_nice == 5 and s.early_gtir
 
 
 def test_every_variable_is_read():

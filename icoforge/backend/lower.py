@@ -149,7 +149,11 @@ class ProgramLowering:
             raise UnsupportedConstructError(f"program {self.name!r}: host expression {node} is not a scalar")
         return v
 
-    def domain(self, node: itir.Expr) -> ir.Domain:
+    def domain(self, node: itir.Expr | ir.Domain, bindings: dict | None = None) -> ir.Domain:
+        """`bindings`: as in `host_expr` (a field operator's domain inside a `let` of the early
+        GTIR); a domain resolved already is returned as it is."""
+        if isinstance(node, ir.Domain):
+            return node
         if isinstance(node, itir.FunCall) and isinstance(node.fun, itir.SymRef) and node.fun.id in (
             "unstructured_domain",
             "cartesian_domain",
@@ -161,7 +165,7 @@ class ProgramLowering:
                 axis, start, stop = r.args
                 self._note_dim(common.Dimension(axis.value, axis.kind))
                 kind = self.dim_kind(axis.value)
-                s, e = self._bound(start), self._bound(stop)
+                s, e = self._bound(start, bindings), self._bound(stop, bindings)
                 if kind == "vertical":
                     k0, k1 = s, e
                 elif kind == "horizontal" and hdim is None:
@@ -171,8 +175,8 @@ class ProgramLowering:
             return ir.Domain(hdim, h0, h1, k0, k1)
         raise UnsupportedConstructError(f"program {self.name!r}: domain expression {node}")
 
-    def _bound(self, node: itir.Expr) -> ir.Expr:
-        e = self.host_expr(node)
+    def _bound(self, node: itir.Expr, bindings: dict | None = None) -> ir.Expr:
+        e = self.host_expr(node, bindings)
         return e if e.dtype in ("int32", "int64") else ir.Cast(e, "int32")
 
     # -- statements -------------------------------------------------------------------------
@@ -190,10 +194,17 @@ class ProgramLowering:
             temporaries.append(t)
             self.fields[t.name] = FieldArg(t.name, t.dims, t.dtype)
         steps = self.lower_stmts(self.gtir.body)
+        new_temporaries = self.new_temporaries
+        if self.early:
+            from icoforge.backend import lower_fields
+
+            steps = lower_fields.named_in_order(self, steps)
+            used = {f for s in steps for k in ir.step_kernels(s) for f in (*k.fields_read(), *k.fields_written())}
+            new_temporaries = [t for t in new_temporaries if t.name in used]  # a scan now storing its target
         return ir.ProgramIR(
             name=self.name,
             params=tuple(self.params),
-            temporaries=(*temporaries, *self.new_temporaries),
+            temporaries=(*temporaries, *new_temporaries),
             tables=tuple(self.tables.values()),
             steps=steps,
             dim_kinds=tuple(self.dims.items()),

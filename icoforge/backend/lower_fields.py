@@ -67,6 +67,11 @@ def field_value(pl: "ProgramLowering", node: itir.Expr, env: dict) -> ArgValue:
     if cpm.is_applied_as_fieldop(node):
         stencil, domain = node.fun.args[0], (node.fun.args[1] if len(node.fun.args) > 1 else None)
         args = tuple(field_value(pl, a, env) for a in node.args)
+        host = _host_bindings(env)
+        if domain is not None and host and {str(r.id) for r in domain.pre_walk_values().if_isinstance(itir.SymRef)} & set(host):
+            # a domain over let-bound host scalars (icon4py's `n_lev` in the solvers, where no
+            # static argument folds it) is resolved here, where the bindings are known
+            domain = pl.domain(domain, host)
         # one LazyField per distinct operator of the statement: GT4Py's passes before the fusion
         # loop repeat a shared subexpression as equal nodes (its CSE runs after the loop); as one
         # value, it is computed (or stored) once per point. Stencils are closed lambdas and
@@ -144,7 +149,7 @@ def deref_lazy(sl: "StencilLowering", arg: LazyArg, it: Iterator) -> Value:
     # recomputes it as before (storing it there keeps the inline pass from recomputing it later:
     # predictor advection, 5.99 against 6.52 MB/call)
     theirs = bool(sl.own_values) and id(base) in sl.program.target_values and id(base) not in sl.own_values
-    inline = base.is_list or len(base.args) <= 1 or (it.pos == sl.center and not theirs)
+    inline = base.is_list or len(_fused_inputs(base)) <= 1 or (it.pos == sl.center and not theirs)
     if not inline:
         if store(sl.program, base, missing_ok=True) is not None:
             return sl._deref_arg(_stored_item(base.stored, arg.proj), it)
@@ -165,6 +170,36 @@ def deref_lazy(sl: "StencilLowering", arg: LazyArg, it: Iterator) -> Value:
         finally:
             sl.blocks.extend(inner)
     return _project(value, arg.proj)
+
+
+def _fused_inputs(base: LazyField) -> frozenset:
+    """The distinct inputs `base` has once GT4Py's FuseAsFieldOp has fused into it every argument
+    that is itself a field operator of one input (after the same fusion; literals are no input):
+    GT4Py recomputes a field operator of one input in every reader, so `x = c(E2C[0]) - 0.5 *
+    c(E2C[1])`, one input `c` after fusion, is recomputed where a cell reads it through C2E, not
+    stored. Fewer inputs than arguments only where arguments share an input (or are literals);
+    an `if_` and a scan are opaque (GT4Py's single-argument rule is for field operators)."""
+    if base.fused_inputs is None:
+        keys: set = set()
+        for a in base.args:
+            if isinstance(a, ScalarArg) and isinstance(a.param, ir.Const):
+                continue  # a literal: GT4Py inlines it into the stencil
+            if isinstance(a, LazyArg) and a.base.stencil is not _IF_STENCIL and not cpm.is_call_to(a.base.stencil, "scan"):
+                inner = _fused_inputs(a.base)
+                if len(inner) <= 1:
+                    keys |= inner
+                    continue
+            keys.add(("lazy", id(a.base), a.proj) if isinstance(a, LazyArg) else _input_key(a))
+        base.fused_inputs = frozenset(keys)
+    return base.fused_inputs
+
+
+def _input_key(a: ArgValue):
+    try:
+        hash(a)
+        return a
+    except TypeError:
+        return ("object", id(a))
 
 
 def _hoistable(sl: "StencilLowering", base: LazyField, it: Iterator) -> bool:
@@ -300,7 +335,101 @@ def lower_set_at(pl: "ProgramLowering", s: itir.SetAt) -> list[ir.Step]:
             break
     stored.extend(pl.pending)
     pl.pending = []
-    return _read_before_written(pl, [*stored, *kernels], targets)
+    return _read_before_written(pl, _scans_into_targets(pl, [*stored, *kernels], targets), targets)
+
+
+def named_in_order(pl: "ProgramLowering", steps: tuple[ir.Step, ...]) -> tuple[ir.Step, ...]:
+    """The kernels renamed `<program>_k0, _k1, ...` in the order they run (a host conditional's
+    true branch first), as on GT4Py's full path: the lowering names a statement's target kernel
+    before the kernels that store what it reads, and a kernel lowered again takes a new name."""
+    count = iter(range(1 << 30))
+
+    def rename(s: ir.Step) -> ir.Step:
+        if isinstance(s, ir.HostIf):
+            return ir.HostIf(s.cond, tuple(rename(x) for x in s.then), tuple(rename(x) for x in s.orelse))
+        return dataclasses.replace(s, name=f"{pl.short_name}_k{next(count)}")
+
+    return tuple(rename(s) for s in steps)
+
+
+def _scans_into_targets(pl: "ProgramLowering", steps: list[ir.Kernel], targets: list[FieldArg]) -> list[ir.Kernel]:
+    """A stored scan whose values a target kernel only copies into a target (`T[i, k] = S[i, k]`,
+    same domain) stores into the target itself, as on GT4Py's full path, where the scan's
+    `as_fieldop` is the statement's expression: the copy and the temporary go. Only where the scan
+    reads the target at its own point, before it stores (the back substitution's `w`), or not at
+    all, and no kernel between the scan and the copy reads the target."""
+    from icoforge.backend.forward import own_point
+
+    temps = {t.name: t for t in pl.new_temporaries}
+    names = {t.name for t in targets}
+    steps = list(steps)
+    for c_pos in range(len(steps)):
+        c = steps[c_pos]
+        if c.is_scan or c.prologue:
+            continue
+        lets = {st.var: st.value for st in c.body if isinstance(st, ir.Let) and not st.declared}
+        for st in c.body:
+            if not isinstance(st, ir.Store) or st.field not in names:
+                continue
+            value = lets.get(st.value, st.value)
+            if not isinstance(value, ir.Load) or value.field not in temps or not own_point(value, temps[value.field].dims, pl.dims):
+                continue
+            src, dst = value.field, st.field
+            if temps[src].dims != pl.fields[dst].dims or temps[src].dtype != pl.fields[dst].dtype:
+                continue
+            # the copy is this store's only use of `src` (no other value of the kernel reads it)
+            exprs = list(ir.walk_body_exprs((*steps[c_pos].prologue, *steps[c_pos].body)))
+            if sum(isinstance(e, ir.Load) and e.field == src for e in exprs) != 1:
+                continue
+            if isinstance(st.value, ir.Var) and sum(e == st.value for e in exprs) != 1:
+                continue
+            writers = [j for j, k in enumerate(steps) if src in k.fields_written()]
+            readers = [j for j, k in enumerate(steps) if src in k.fields_read()]
+            if len(writers) != 1 or readers != [c_pos]:
+                continue
+            p_pos = writers[0]
+            p = steps[p_pos]
+            if not p.is_scan or p_pos > c_pos or p.domain != c.domain:
+                continue
+            if any(dst in (*k.fields_read(), *k.fields_written()) for k in steps[p_pos + 1 : c_pos]):
+                continue
+            moved = dataclasses.replace(p, body=_store_into(p.body, src, dst))
+            if dst in p.fields_read() and not _reads_before_stores(moved, dst, pl):
+                continue
+            steps[p_pos] = moved
+            body = tuple(x for x in steps[c_pos].body if x is not st)
+            used = {e.name for e in ir.walk_body_exprs(body) if isinstance(e, ir.Var)}
+            body = tuple(x for x in body if not (isinstance(x, ir.Let) and not x.declared and x.var.name not in used and x.value is value))
+            steps[c_pos] = dataclasses.replace(steps[c_pos], body=body)
+    return [k for k in steps if any(isinstance(x, ir.Store) for x in ir.walk_stmts(k.body))]
+
+
+def _store_into(stmts: tuple[ir.Stmt, ...], old: str, new: str) -> tuple[ir.Stmt, ...]:
+    out = []
+    for st in stmts:
+        if isinstance(st, ir.Store) and st.field == old:
+            st = dataclasses.replace(st, field=new)
+        elif isinstance(st, ir.If):
+            st = ir.If(st.cond, _store_into(st.then, old, new), _store_into(st.orelse, old, new))
+        out.append(st)
+    return tuple(out)
+
+
+def _reads_before_stores(k: ir.Kernel, field: str, pl: "ProgramLowering") -> bool:
+    """Scan `k` reads `field` only at its own point, in the per-level body, and every such read
+    comes before its first store to `field` (where its stores go is read first at each level)."""
+    from icoforge.backend.forward import own_point
+
+    def loads(stmts) -> list[ir.Load]:
+        return [e for e in ir.walk_body_exprs(stmts) if isinstance(e, ir.Load) and e.field == field]
+
+    if loads(k.prologue) or any(isinstance(e, ir.Load) and e.field == field for s in k.state for e in s.init.walk()):
+        return False
+    if not all(own_point(e, pl.fields[field].dims, pl.dims) for e in loads(k.body)):
+        return False
+    first_store = min((i for i, st in enumerate(k.body) if any(isinstance(x, ir.Store) and x.field == field for x in ir.walk_stmts((st,)))), default=len(k.body))
+    last_load = max((i for i, st in enumerate(k.body) if loads((st,))), default=-1)
+    return last_load < first_store
 
 
 def _read_before_written(pl: "ProgramLowering", steps: list[ir.Kernel], targets: list[FieldArg]) -> list[ir.Kernel]:
@@ -319,6 +448,8 @@ def _read_before_written(pl: "ProgramLowering", steps: list[ir.Kernel], targets:
     for j, k in enumerate(steps):
         for e in ir.walk_body_exprs((*k.prologue, *k.body)):
             if isinstance(e, ir.Load) and e.field in writer and j >= writer[e.field]:
+                if j == writer[e.field] and k.is_scan and _reads_before_stores(k, e.field, pl):
+                    continue  # a scan storing its target (_scans_into_targets)
                 if j == writer[e.field] and not k.is_scan and own_point(e, pl.fields[e.field].dims, pl.dims):
                     own.add(j)
                 else:

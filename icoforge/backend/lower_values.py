@@ -66,6 +66,7 @@ class LazyField:
     what: str  # for messages
     stored: Any = None  # FieldArg / TupleArg of temporaries once stored
     is_list: bool = False  # its values are neighbour lists: never stored
+    fused_inputs: Any = None  # lower_fields._fused_inputs, once computed
 
 
 @dataclass(frozen=True)

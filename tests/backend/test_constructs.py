@@ -460,7 +460,7 @@ def test_field_of_the_wrong_shape_is_refused(tiny_grid):
 # them), so each of the next two tests runs on the path the whole session runs (ICOFORGE_EARLY_GTIR)
 
 
-@pytest.mark.skipif(settings.current().early_gtir, reason="GT4Py's full list only (the default; ICOFORGE_EARLY_GTIR unset or 0)")
+@pytest.mark.skipif(settings.current().early_gtir, reason="GT4Py's full list only (ICOFORGE_EARLY_GTIR=0)")
 def test_aliased_output_is_refused(tiny_grid):
     g, nk = tiny_grid, 10
     rng = np.random.default_rng(0)
@@ -472,7 +472,7 @@ def test_aliased_output_is_refused(tiny_grid):
         scans.with_backend(ICOFORGE)(a, b, o1, a, o1, offset_provider=g.connectivities)
 
 
-@pytest.mark.skipif(not settings.current().early_gtir, reason="the early-GTIR path only (ICOFORGE_EARLY_GTIR=1)")
+@pytest.mark.skipif(not settings.current().early_gtir, reason="the early-GTIR path only (the default; ICOFORGE_EARLY_GTIR unset or 1)")
 def test_aliased_output_on_the_early_path_follows_the_statements(tiny_grid):
     """The early GTIR's lowering moves no write earlier here, so the call is accepted, and each
     statement reads what the one before wrote: `a` (= o2) becomes the product scan of `b`, then

@@ -30,6 +30,40 @@ def test_early_path_matches_stored_gt4py_reference(name, tiny_grid):
     assert result.passed, result.summary()
 
 
+def _kind_programs():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parents[1] / "schedule" / "kind_programs.py"
+    spec = importlib.util.spec_from_file_location("kind_programs_early", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.KIND_PROGRAMS
+
+
+def test_early_path_gives_small_programs_the_full_paths_shape(tiny_grid):
+    """What tests/perf and tests/schedule rely on, on the early path whatever the session's default:
+    `chained`'s edge value `c(E2C[0]) - 0.5 * c(E2C[1])` has one input after GT4Py's fusion, so it
+    is recomputed where a cell reads it through C2E (one kernel, no temporary); the back
+    substitution's scan stores `w`, which it reads only at its own point before storing, itself
+    (no temporary, no copy); kernels are named in the order they run."""
+    from icoforge.backend.precompile import program_ir
+
+    with settings.overridden(early_gtir=True):
+        chained = program_ir(_kind_programs()["chained"], tiny_grid.connectivities)
+        back = program_ir(get_program("solve_tridiagonal_matrix_for_w_back_substitution").program, tiny_grid.connectivities)
+        damping = program_ir(get_program("apply_divergence_damping_and_update_vn").program, tiny_grid.connectivities)
+    (k,) = chained.kernels()
+    assert k.name == "chained_k0" and not chained.temporaries and k.fields_written() == ("out",)
+    assert set(k.tables_used()) == {"C2E", "E2C"} and k.fields_read() == ("c",)
+    (scan,) = back.kernels()
+    assert scan.is_scan and not scan.forward and not back.temporaries and scan.fields_written() == ("w",)
+    names = [k.name for k in damping.kernels()]
+    assert names == [f"appl_dive_damp_upda_vn_k{i}" for i in range(len(names))]
+    # the first kernel stores what the later ones read through a neighbour table
+    assert damping.kernels()[0].fields_written()[0] in damping.kernels()[-1].fields_read()
+
+
 def _table():
     import importlib.util
     import pathlib

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from icoforge import settings
 from icoforge.backend.gpu_check import find_nvcc
 from icoforge.cli.main import main
 
@@ -22,20 +23,35 @@ def test_show_lists_kernels_with_schedule_and_registers(tiny_grid, capsys):
     assert "resources from nvcc sm_90" in out
 
 
+def _damping_kernels(grid) -> tuple[str, str]:
+    """apply_divergence_damping_and_update_vn's kernels by what they do (GT4Py's full list gives
+    10 under host conditionals, the early path 2): the fourth-order damping's E2C2EO sum, and the
+    kernel storing the E2C difference it reads."""
+    from icoforge.backend.precompile import program_ir
+    from icoforge.suite.catalogue import get_program
+
+    kernels = program_ir(get_program("apply_divergence_damping_and_update_vn").program, grid.connectivities).kernels()
+    damping = next(k.name for k in kernels if "E2C2EO" in k.tables_used())
+    gradient = next(k.name for k in kernels if "E2C" in k.tables_used())
+    assert damping != gradient
+    return damping, gradient
+
+
 @nvcc
 def test_check_applies_settings_to_one_kernel_and_reports_resources(tiny_grid, capsys, tmp_path):
+    damping, gradient = _damping_kernels(tiny_grid)
     src = tmp_path / "k.cu"
-    argv = ["schedule", "check", "apply_divergence_damping_and_update_vn", *GRID, "--kernel", "appl_dive_damp_upda_vn_k4",
+    argv = ["schedule", "check", "apply_divergence_damping_and_update_vn", *GRID, "--kernel", damping,
             "--set", "block=64,2", "--set", "smem_tables=E2C2EO", "--set", "h_per_thread=2", "--json", "--emit", str(src)]  # fmt: skip
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
-    k4 = next(k for k in out["kernels"] if k["kernel"] == "appl_dive_damp_upda_vn_k4")
-    assert k4["schedule"]["block"] == [64, 2] and k4["smem_bytes"] == 2 * 64 * 5 * 4
-    assert k4["resources"]["shared_bytes"] == k4["smem_bytes"]
-    k0 = next(k for k in out["kernels"] if k["kernel"] == "appl_dive_damp_upda_vn_k0")
-    assert k0["schedule"]["block"] == [32, 8] and k0["smem_bytes"] == 0  # the CUDA default
+    chosen = next(k for k in out["kernels"] if k["kernel"] == damping)
+    assert chosen["schedule"]["block"] == [64, 2] and chosen["smem_bytes"] == 2 * 64 * 5 * 4
+    assert chosen["resources"]["shared_bytes"] == chosen["smem_bytes"]
+    other = next(k for k in out["kernels"] if k["kernel"] == gradient)
+    assert other["schedule"]["block"] == [32, 8] and other["smem_bytes"] == 0  # the CUDA default
     assert "__shared__ int E2C2EO_sh[640]" in src.read_text()
-    assert set(out["schedule"]["per_kernel"]) == {"appl_dive_damp_upda_vn_k4"}
+    assert set(out["schedule"]["per_kernel"]) == {damping}
 
 
 @pytest.mark.parametrize(
@@ -44,7 +60,8 @@ def test_check_applies_settings_to_one_kernel_and_reports_resources(tiny_grid, c
         (["--set", "block=2048,1"], "block 2048x1 = 2048 threads exceeds 1024"),
         (["--set", "k_per_thread=0"], "k_per_thread must be an integer >= 1, got 0"),
         (["--set", "k_unrol=2"], "Did you mean 'k_unroll'"),
-        (["--set", "smem_tables=C2E"], "smem_tables names 'C2E', which none of its 10 kernels"),
+        # "10 kernels" on GT4Py's full list, the two kernels' names on the early path
+        (["--set", "smem_tables=C2E"], "smem_tables names 'C2E', which none of its "),
         (["--set", "smem_tables=E2C", "--set", "block=1024", "--set", "h_per_thread=8"], "beyond the limit of 49152 B"),
         (["--kernel", "appl_dive_damp_upda_vn_k42", "--set", "k_unroll=2"], "unknown kernel of apply_divergence"),
         (["--kernel", "appl_dive_damp_upda_vn_k1"], "--kernel needs at least one --set"),
@@ -59,6 +76,7 @@ def test_check_refuses_illegal_schedules_in_one_line(tiny_grid, capsys, settings
     assert "Traceback" not in err
 
 
+@pytest.mark.skipif(settings.current().early_gtir, reason="GT4Py's full list only (ICOFORGE_EARLY_GTIR=0): the early path recomputes rho_theta's gradients in its lowering, no kernels are left to fuse")
 def test_fuse_shows_the_fused_kernels_and_takes_settings_for_them(tiny_grid, capsys, tmp_path):
     # rho_theta's four gradient kernels fuse when they are not inlined into their reader
     src, sched = tmp_path / "k.cu", tmp_path / "s.json"
@@ -78,6 +96,30 @@ def test_fuse_shows_the_fused_kernels_and_takes_settings_for_them(tiny_grid, cap
     assert main(argv[:-8] + ["--set", "block=64,2"]) == 0
     names = [k["kernel"] for k in json.loads(capsys.readouterr().out)["kernels"]]
     assert not any(n.startswith("comp_rho_thet_pgra_upda_vn_k7") for n in names)
+
+
+@pytest.mark.skipif(not settings.current().early_gtir, reason="the early-GTIR path only (the default; ICOFORGE_EARLY_GTIR unset or 1)")
+def test_fuse_on_the_early_path_shows_the_fused_kernels_and_takes_settings_for_them(tiny_grid, capsys, tmp_path):
+    # the corrector without static arguments: maps over the same columns (k4 and k6, k5 and k7) fuse
+    src = tmp_path / "k.cu"
+    argv = ["schedule", "check", "vertically_implicit_solver_at_corrector_step", *GRID, "--fuse", "--no-compile", "--json",
+            "--kernel", "vert_impl_solv_corr_step_k4to6", "--set", "block=64,2", "--emit", str(src)]  # fmt: skip
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    names = [k["kernel"] for k in out["kernels"]]
+    assert {"vert_impl_solv_corr_step_k4to6", "vert_impl_solv_corr_step_k5to7"} <= set(names)
+    assert not {f"vert_impl_solv_corr_step_k{i}" for i in (4, 5, 6, 7)} & set(names)
+    fused = next(k for k in out["kernels"] if k["kernel"] == "vert_impl_solv_corr_step_k4to6")
+    assert fused["schedule"]["block"] == [64, 2]
+    assert out["schedule"]["fuse"] == ["vertically_implicit_solver_at_corrector_step"]
+    assert "vert_impl_solv_corr_step_k4to6(" in src.read_text()
+    # rho_theta: its gradients are recomputed by the lowering already, whatever the inline policy
+    for inline in ("off", "auto"):
+        sched = tmp_path / f"{inline}.json"
+        sched.write_text(json.dumps({"inline": inline}))
+        assert main(["schedule", "check", "compute_rho_theta_pgrad_and_update_vn", *GRID, "--fuse", "--no-compile", "--json", "--schedule", str(sched)]) == 0
+        names = [k["kernel"] for k in json.loads(capsys.readouterr().out)["kernels"]]
+        assert names and not any("to" in n.rsplit("_k", 1)[1] for n in names), names
 
 
 @pytest.mark.parametrize(
