@@ -234,7 +234,7 @@ def _domain(d: ir.Domain, rw: _Rewrite) -> ir.Domain:
 
 def _kernel(k: ir.Kernel, call: int, rw: _Rewrite) -> ir.Kernel:
     def stmts(body: tuple[ir.Stmt, ...]) -> tuple[ir.Stmt, ...]:
-        return _stores(ir.rewrite_stmts(body, rw.body), rw.fields)
+        return ir.rename_stores(ir.rewrite_stmts(body, rw.body), dict(rw.fields))
 
     return dataclasses.replace(
         k,
@@ -245,17 +245,6 @@ def _kernel(k: ir.Kernel, call: int, rw: _Rewrite) -> ir.Kernel:
         args=tuple((ir.rewrite(p, rw.body), ir.rewrite(v, rw.host)) for p, v in k.args),
         state=tuple(dataclasses.replace(s, init=ir.rewrite(s.init, rw.body)) for s in k.state),
     )
-
-
-def _stores(stmts: tuple[ir.Stmt, ...], fields: Mapping[str, str]) -> tuple[ir.Stmt, ...]:
-    out: list[ir.Stmt] = []
-    for s in stmts:
-        if isinstance(s, ir.Store):
-            s = dataclasses.replace(s, field=fields.get(s.field, s.field))
-        elif isinstance(s, ir.If):
-            s = ir.If(s.cond, _stores(s.then, fields), _stores(s.orelse, fields))
-        out.append(s)
-    return tuple(out)
 
 
 def _steps(steps: tuple[ir.Step, ...], call: int, rw: _Rewrite) -> list[ir.Step]:

@@ -51,18 +51,6 @@ def _rename_loads(k: ir.Kernel, old: str, new: str) -> ir.Kernel:
     )
 
 
-def _rename_stores(stmts: tuple[ir.Stmt, ...], old: str, new: str) -> tuple[ir.Stmt, ...]:
-    """Stores to `old` store to `new`, through `If` branches."""
-    out: list[ir.Stmt] = []
-    for s in stmts:
-        if isinstance(s, ir.Store) and s.field == old:
-            s = dataclasses.replace(s, field=new)
-        elif isinstance(s, ir.If):
-            s = ir.If(s.cond, _rename_stores(s.then, old, new), _rename_stores(s.orelse, old, new))
-        out.append(s)
-    return tuple(out)
-
-
 def _stores(k: ir.Kernel) -> list[ir.Store]:
     return [s for s in ir.walk_stmts(k.body) if isinstance(s, ir.Store)]
 
@@ -156,7 +144,7 @@ def _store_in_place(program: ir.ProgramIR, p_pos: int, c_pos: int, store: ir.Sto
     """The producer of temporary `src` stores into output `dst`; readers of `src` read `dst`."""
     steps = list(program.steps)
     steps[c_pos] = _drop_store(steps[c_pos], store)
-    steps[p_pos] = dataclasses.replace(steps[p_pos], body=_rename_stores(steps[p_pos].body, src, dst))
+    steps[p_pos] = dataclasses.replace(steps[p_pos], body=ir.rename_stores(steps[p_pos].body, {src: dst}))
     steps = [_rename_loads(s, src, dst) if isinstance(s, ir.Kernel) else s for s in steps]
     return _finish(program, steps, src)
 

@@ -561,6 +561,18 @@ def rewrite_stmts(stmts: tuple[Stmt, ...], fn) -> tuple[Stmt, ...]:
     return tuple(out)
 
 
+def rename_stores(stmts: tuple[Stmt, ...], mapping: dict[str, str]) -> tuple[Stmt, ...]:
+    """`stmts` with stores to a field of `mapping` going to its new name, through `If` branches."""
+    out: list[Stmt] = []
+    for s in stmts:
+        if isinstance(s, Store) and s.field in mapping:
+            s = dataclasses.replace(s, field=mapping[s.field])
+        elif isinstance(s, If):
+            s = If(s.cond, rename_stores(s.then, mapping), rename_stores(s.orelse, mapping))
+        out.append(s)
+    return tuple(out)
+
+
 def variables(stmts: tuple[Stmt, ...]) -> set[str]:
     """Names of the variables `stmts` define or use (through `If` branches)."""
     names = {s.var.name for s in walk_stmts(stmts) if isinstance(s, (Let, Declare))}

@@ -393,7 +393,7 @@ def _scans_into_targets(pl: "ProgramLowering", steps: list[ir.Kernel], targets: 
                 continue
             if any(dst in (*k.fields_read(), *k.fields_written()) for k in steps[p_pos + 1 : c_pos]):
                 continue
-            moved = dataclasses.replace(p, body=_store_into(p.body, src, dst))
+            moved = dataclasses.replace(p, body=ir.rename_stores(p.body, {src: dst}))
             if dst in p.fields_read() and not _reads_before_stores(moved, dst, pl):
                 continue
             steps[p_pos] = moved
@@ -402,17 +402,6 @@ def _scans_into_targets(pl: "ProgramLowering", steps: list[ir.Kernel], targets: 
             body = tuple(x for x in body if not (isinstance(x, ir.Let) and not x.declared and x.var.name not in used and x.value is value))
             steps[c_pos] = dataclasses.replace(steps[c_pos], body=body)
     return [k for k in steps if any(isinstance(x, ir.Store) for x in ir.walk_stmts(k.body))]
-
-
-def _store_into(stmts: tuple[ir.Stmt, ...], old: str, new: str) -> tuple[ir.Stmt, ...]:
-    out = []
-    for st in stmts:
-        if isinstance(st, ir.Store) and st.field == old:
-            st = dataclasses.replace(st, field=new)
-        elif isinstance(st, ir.If):
-            st = ir.If(st.cond, _store_into(st.then, old, new), _store_into(st.orelse, old, new))
-        out.append(st)
-    return tuple(out)
 
 
 def _reads_before_stores(k: ir.Kernel, field: str, pl: "ProgramLowering") -> bool:
