@@ -234,7 +234,7 @@ def _domain(d: ir.Domain, rw: _Rewrite) -> ir.Domain:
 
 def _kernel(k: ir.Kernel, call: int, rw: _Rewrite) -> ir.Kernel:
     def stmts(body: tuple[ir.Stmt, ...]) -> tuple[ir.Stmt, ...]:
-        return ir.rename_stores(ir.rewrite_stmts(body, rw.body), dict(rw.fields))
+        return ir.rename_stores(ir.rewrite_stmts(body, rw.body), rw.fields)
 
     return dataclasses.replace(
         k,

@@ -13,9 +13,9 @@ conditions: only `Const`, `Param`, `FieldBound` and operators).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Iterator, Union
-
+from typing import Union
 
 # dtype names are GT4Py's scalar kind names, lower case: float64, float32, int32, int64, bool, ...
 FLOAT_DTYPES = ("float64", "float32")
@@ -561,7 +561,7 @@ def rewrite_stmts(stmts: tuple[Stmt, ...], fn) -> tuple[Stmt, ...]:
     return tuple(out)
 
 
-def rename_stores(stmts: tuple[Stmt, ...], mapping: dict[str, str]) -> tuple[Stmt, ...]:
+def rename_stores(stmts: tuple[Stmt, ...], mapping: Mapping[str, str]) -> tuple[Stmt, ...]:
     """`stmts` with stores to a field of `mapping` going to its new name, through `If` branches."""
     out: list[Stmt] = []
     for s in stmts:

@@ -75,8 +75,7 @@ class Sequence:
 @dataclasses.dataclass
 class _Entry:
     seen: int = 0
-    calls: int = 0  # program calls in the sequence
-    last: Sequence | None = None  # its last composed run, for byte models
+    last: Sequence | None = None  # its first composed run's calls and arguments, for byte models
     composed: Any = None  # the composed program's callable
     composition: compose.Composition | None = None
     checked: bool = False
@@ -141,11 +140,15 @@ class SubstepFusion:
         self.check = check
         self.name = name
         self.after = after
-        self.refused: list[str] = []  # why sequences due to be composed still run call by call
         self.runs = {"composed": 0, "one_by_one": 0}
         self._entries: dict[tuple, _Entry] = {}
         self._calls: list[_Call] = []
         self._token: contextvars.Token | None = None
+
+    @property
+    def refused(self) -> list[str]:
+        """Why sequences due to be composed still run call by call, one entry per sequence."""
+        return [e.refused for e in self._entries.values() if e.refused is not None]
 
     # -- the block -----------------------------------------------------------------------------
 
@@ -195,19 +198,18 @@ class SubstepFusion:
                     raise compose.CompositionError(clash)
                 entry.composition = compose.compose(sites, self.name)
                 entry.composed = self._load(entry.composition, calls[0])
-                entry.calls = len(calls)
             except compose.CompositionError as err:
                 entry.refused = str(err)
-                self.refused.append(entry.refused)
         if entry.composed is None:  # not yet due, or refused
             self._one_by_one(calls)
             return
         args = tuple(calls[c].args[pos] for c, pos in entry.composition.sources)
-        final = entry.composed.icoforge_artifact.program_ir
-        entry.last = Sequence(
-            tuple((c.art.program_ir, dict(zip((p.name for p in c.art.program_ir.params), c.args)), c.offset_provider) for c in calls),
-            final, dict(zip((p.name for p in final.params), args)), tables,
-        )  # fmt: skip
+        if entry.last is None:  # once: the sequence's buffers and sizes do not change (its key)
+            final = entry.composed.icoforge_artifact.program_ir
+            entry.last = Sequence(
+                tuple((c.art.program_ir, dict(zip((p.name for p in c.art.program_ir.params), c.args)), c.offset_provider) for c in calls),
+                final, dict(zip((p.name for p in final.params), args)), tables,
+            )  # fmt: skip
         if self.check and not entry.checked:
             self._checked_run(entry, calls, args, tables)
         else:
@@ -218,22 +220,21 @@ class SubstepFusion:
         """What the block did so far: runs, refusals, and per composed sequence its programs and
         kernels before and after (what reports print)."""
         sequences = []
-        for e in self._entries.values():
-            if e.composition is None or e.composed is None:
-                continue
+        for seq, e in zip(self.sequences(), (e for e in self._entries.values() if e.last is not None)):
+            fused = [k.name for k in seq.composed.kernels()]
             sequences.append({
-                "calls": e.calls,
+                "calls": len(seq.calls),
                 "kernels_composed": len(e.composition.program.kernels()),
-                "kernels_fused": len(e.composed.icoforge_artifact.program_ir.kernels()),
+                "kernels_fused": len(fused),
                 # c<call>_<kernel>, fused ones after their first member and the last names' kernel numbers
-                "kernel_names": [k.name for k in e.composed.icoforge_artifact.program_ir.kernels()],
+                "kernel_names": fused,
                 "checked": e.checked,
             })  # fmt: skip
         return {"runs": dict(self.runs), "refused": list(self.refused), "sequences": sequences}
 
     def sequences(self) -> list[Sequence]:
-        """The last run of every composed sequence, in the order of the `summary()` entries."""
-        return [e.last for e in self._entries.values() if e.composed is not None and e.last is not None]
+        """Every sequence that ran composed (its first composed run), in the order of `summary()`."""
+        return [e.last for e in self._entries.values() if e.last is not None]
 
     def _load(self, composition: compose.Composition, first: _Call) -> Any:
         from icoforge.backend.emulate import EmulatedRuntime, load_emulated

@@ -60,7 +60,7 @@ def gt4py_passes(program: itir.Program, offset_provider: common.OffsetProvider) 
     """GT4Py's own transformations, configured as its gtfn backend configures them, by default
     with GT4Py's tree machinery sped up while they run (`gt4py_speedups`: the same result, about
     1.8x faster); ICOFORGE_FAST_PASSES=0, or a GT4Py other than the one checked, runs them plain.
-    ICOFORGE_EARLY_GTIR=1: stopped before GT4Py's fusion loop (gt4py_early.py)."""
+    By default stopped before GT4Py's fusion loop (gt4py_early.py); ICOFORGE_EARLY_GTIR=0: all of them."""
     from icoforge.backend import gt4py_early, gt4py_speedups
 
     def run() -> itir.Program:

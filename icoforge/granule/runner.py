@@ -306,7 +306,6 @@ class Granule:
     def step(self, variant: str, states: tuple[Any, Any, Any] | None = None) -> None:
         first, last = VARIANTS[variant]
         prognostic, diagnostic, prep_adv = states or self.states
-        assert self.grid is not None
         with self.fusion if self._fusing else contextlib.nullcontext():
             self._time_step(first, last, prognostic, diagnostic, prep_adv)
 

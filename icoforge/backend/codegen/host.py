@@ -4,10 +4,11 @@ aliasing, 32-bit indices), takes temporaries from the runtime's pool (`gpu.Runti
 the kernels of `cuda.py` in order, with their parameters in `kernel_param_order`.
 
 Names: the plan's own names (`rt`, `np`, `math`, `args`, `h0`..`k1`, the checks it imports from
-host_checks.py: `_require`, `_distinct`, ...) are fixed; every name made from a program's symbol is `<role>_<symbol>` with a one-letter role
-(`names`), a form no fixed name has, so a field called `rt` or `np` is `a_rt` / `a_np` and breaks
-nothing. Fields, temporaries and tables share the IR's one namespace of arrays (`v_`, `r_`), as
-`ProgramIR.field` and `access.Requirement.field` do; scalars (program and kernel) share `s_`.
+host_checks.py: `_require`, `_distinct`, ...) are fixed; every name made from a program's symbol
+is `<role>_<symbol>` with a one-letter role (`names`), a form no fixed name has, so a field
+called `rt` or `np` is `a_rt` / `a_np` and breaks nothing. Fields, temporaries and tables share
+the IR's one namespace of arrays (`v_`, `r_`), as `ProgramIR.field` and `access.Requirement.field`
+do; scalars (program and kernel) share `s_`.
 
 Host expressions mean what `PyHostRenderer` prints; `evaluate` runs the same text with concrete
 values, so the perf models see the sizes the plan computes.
