@@ -38,6 +38,7 @@ for b in ${PEERS-dace_gpu}; do
   $GL --backend $b --save-reference $W/ref-$b-$TAG.json --json $W/gl-$TAG-$b.json > $W/gl-$TAG-$b.log 2>&1 &
 done
 [ "${INLINE_OFF_RUN:-0}" = 1 ] && AB=${AB:-'inline-off={"inline": "off"}'}
+AB=${AB:-}
 AB_LABEL=${AB%%=*}; AB_SCHEDULE=${AB#*=}
 if [ -n "${AB:-}" ]; then
   $GL --backend icoforge-cuda --schedule "$AB_SCHEDULE" ${AB_ARGS:-} --save-reference $W/ref-$AB_LABEL-$TAG.json \
