@@ -79,7 +79,7 @@ def field_value(pl: "ProgramLowering", node: itir.Expr, env: dict) -> ArgValue:
         key = (stencil, args, domain)
         base = pl.lazy_fields.get(key)
         if base is None:
-            base = pl.lazy_fields[key] = LazyField(stencil, args, domain, f"as_fieldop in {pl.name}")
+            base = pl.lazy_fields[key] = LazyField(stencil, args, domain, f"as_fieldop in {pl.name}", is_list=_of_lists(stencil))
         if cpm.is_call_to(stencil, "scan"):
             return store(pl, base)
         return LazyArg(base)
@@ -157,7 +157,7 @@ def deref_lazy(sl: "StencilLowering", arg: LazyArg, it: Iterator) -> Value:
     key = (id(base), str(it.pos), str(it.valid))
     value = sl.recall(key)
     if value is None:
-        inner = sl.blocks[1:] if _hoistable(sl, base, it) else []
+        inner = sl.blocks[_hoist_to(sl, base, it) + 1 :]
         del sl.blocks[len(sl.blocks) - len(inner) :]
         try:
             value = sl.apply(sl.eval(base.stencil, {}), [Iterator(a, it.pos, it.valid) for a in base.args])
@@ -178,7 +178,12 @@ def _fused_inputs(base: LazyField) -> frozenset:
     GT4Py recomputes a field operator of one input in every reader, so `x = c(E2C[0]) - 0.5 *
     c(E2C[1])`, one input `c` after fusion, is recomputed where a cell reads it through C2E, not
     stored. Fewer inputs than arguments only where arguments share an input (or are literals);
-    an `if_` and a scan are opaque (GT4Py's single-argument rule is for field operators)."""
+    an `if_` and a scan are opaque (GT4Py's single-argument rule is for field operators).
+    A field of neighbour lists is always fused into its reader (never stored), so its inputs are
+    the reader's: `reduce(e_bln_c_s * vn(C2E))` has two inputs, not one. Counted as one, the
+    reduction was recomputed at every neighbour of its reader (a gather of gathers), which made
+    compute_advection_in_horizontal_momentum 1.7x slower on the H200 than GT4Py's split into
+    three kernels (benchmarks/h200-2026-12-02-s13)."""
     if base.fused_inputs is None:
         keys: set = set()
         for a in base.args:
@@ -186,12 +191,21 @@ def _fused_inputs(base: LazyField) -> frozenset:
                 continue  # a literal: GT4Py inlines it into the stencil
             if isinstance(a, LazyArg) and a.base.stencil is not _IF_STENCIL and not cpm.is_call_to(a.base.stencil, "scan"):
                 inner = _fused_inputs(a.base)
-                if len(inner) <= 1:
+                if len(inner) <= 1 or a.base.is_list:
                     keys |= inner
                     continue
             keys.add(("lazy", id(a.base), a.proj) if isinstance(a, LazyArg) else _input_key(a))
         base.fused_inputs = frozenset(keys)
     return base.fused_inputs
+
+
+def _of_lists(stencil: itir.Expr) -> bool:
+    """Whether a field operator's values are neighbour lists: its stencil returns `neighbors(...)`
+    or `map_list(op)(...)` (the early GTIR carries no types; `store` also finds out when it tries)."""
+    body = stencil.expr if isinstance(stencil, itir.Lambda) else None
+    if not isinstance(body, itir.FunCall):
+        return False
+    return cpm.is_call_to(body, ("neighbors", "make_const_list")) or cpm.is_call_to(body.fun, "map_list")
 
 
 def _input_key(a: ArgValue):
@@ -202,15 +216,20 @@ def _input_key(a: ArgValue):
         return ("object", id(a))
 
 
-def _hoistable(sl: "StencilLowering", base: LazyField, it: Iterator) -> bool:
-    """Whether a value read at the kernel's own point inside a branch may be computed before the
-    branches, once for all of them: GT4Py's domain inference made its inputs valid over its domain,
-    so where that covers the kernel's, computing it at every point reads nothing out of bounds
-    (a field whose domain is narrower, e.g. only where a condition on the level holds, stays in
-    its branch)."""
-    if sl.hoist_domain is None or len(sl.blocks) == 1 or it.pos != sl.center or it.valid or base.domain is None:
-        return False
-    return _covers(sl.program.domain(base.domain), sl.hoist_domain)
+def _hoist_to(sl: "StencilLowering", base: LazyField, it: Iterator) -> int:
+    """The block (index into `sl.blocks`) where a value read at the kernel's own point inside branches
+    is computed: before the branches, once for all of them, where GT4Py's domain inference made its
+    inputs valid over its domain (where that covers the kernel's, computing it at every point reads
+    nothing out of bounds; a field whose domain is narrower, e.g. only where a condition on the level
+    holds, stays in its branch). Not out of a branch on a data value (`_Block.fence`): an upwind
+    choice computes one side per point, as GT4Py's fused stencil does; computed before the branch,
+    both sides ran at every point (compute_rho_theta_pgrad_and_update_vn 1.35x slower on the H200)."""
+    innermost = len(sl.blocks) - 1
+    if sl.hoist_domain is None or innermost == 0 or it.pos != sl.center or it.valid or base.domain is None:
+        return innermost
+    if not _covers(sl.program.domain(base.domain), sl.hoist_domain):
+        return innermost
+    return max((i for i, b in enumerate(sl.blocks) if b.fence), default=0)
 
 
 def _covers(outer: ir.Domain, inner: ir.Domain) -> bool:

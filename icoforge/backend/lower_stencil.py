@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 class _Block:
     stmts: list
     memo: dict = field(default_factory=dict)  # values computed in this block (early GTIR: lazy fields read)
+    fence: bool = False  # a branch on a data value: nothing inside is computed before it (lower_fields._hoist_to)
 
 
 class StencilLowering:
@@ -101,8 +102,8 @@ class StencilLowering:
         self.emit(ir.Let(var, value))
         return var
 
-    def in_block(self, fn: Callable[[], Value]) -> tuple[tuple[ir.Stmt, ...], Value]:
-        self.blocks.append(_Block([]))
+    def in_block(self, fn: Callable[[], Value], fence: bool = False) -> tuple[tuple[ir.Stmt, ...], Value]:
+        self.blocks.append(_Block([], fence=fence))
         try:
             v = fn()
         finally:
@@ -385,8 +386,12 @@ class StencilLowering:
         cond = self.scalar(self.eval(node.args[0], env))
         if isinstance(cond, ir.Const):  # folded host/constant condition
             return self.eval(node.args[1 if cond.value else 2], env)
-        t_stmts, t_val = self.in_block(lambda: self.eval(node.args[1], env))
-        f_stmts, f_val = self.in_block(lambda: self.eval(node.args[2], env))
+        # a condition on data (an upwind choice; a named value counts as data) runs one branch's
+        # work per point: what a branch reads stays in it; on the index or host scalars (regions
+        # of the domain) values may be computed before
+        fence = any(isinstance(x, (ir.Load, ir.Var)) for x in cond.walk())
+        t_stmts, t_val = self.in_block(lambda: self.eval(node.args[1], env), fence)
+        f_stmts, f_val = self.in_block(lambda: self.eval(node.args[2], env), fence)
         return self._merge(cond, t_stmts, t_val, f_stmts, f_val)
 
     def _merge(self, cond, t_stmts, t_val, f_stmts, f_val) -> Value:

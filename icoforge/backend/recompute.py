@@ -206,9 +206,11 @@ def gathers(e: ir.Expr) -> bool:
 
 def eager_neighbour_points(stmts: tuple[ir.Stmt, ...], field: str, h_pos: int) -> int:
     """Distinct points of `field` that `stmts` load unconditionally through a neighbour table
-    (its horizontal index, position `h_pos`, is a table lookup), per branch as `reads` counts."""
+    (its horizontal index, position `h_pos`, is a table lookup) on one path through them: a point
+    runs one branch of an `If`, so the branch that loads more counts (an upwind choice loads one
+    neighbour either way)."""
     loads = {x for s in stmts for e in ir.stmt_exprs(s) for x in eager_loads(e, field)}
-    inner = sum(eager_neighbour_points(b, field, h_pos) for s in stmts if isinstance(s, ir.If) for b in (s.then, s.orelse))
+    inner = sum(max(eager_neighbour_points(b, field, h_pos) for b in (s.then, s.orelse)) for s in stmts if isinstance(s, ir.If))
     return sum(1 for x in loads if gathers(x.index[h_pos])) + inner
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from icoforge import settings
+from icoforge.backend import ir
 from icoforge.suite import references as refs
 from icoforge.suite.catalogue import get_program
 
@@ -97,3 +98,27 @@ def test_early_path_moves_no_more_bytes_on_the_predictor(tiny_grid):
 def test_early_path_moves_no_more_bytes_than_the_full_path(name, tiny_grid):
     row = _table().one(name, tiny_grid)
     assert row["new_bytes"] <= row["old_bytes"], row
+
+
+def test_early_path_keeps_gt4py_s_split_where_recomputing_lost_time_on_the_gpu(tiny_grid):
+    """Two shapes the H200 measured slower on the early path than GT4Py's split (session 13):
+    * a neighbour reduction `reduce(c * f(C2E))` has two inputs once GT4Py fuses its list argument
+      into it, so a reader that reads it at neighbours stores it (horizontal advection: kinetic
+      energy at cells and vorticity at vertices stay temporaries, which the inline pass keeps);
+    * an upwind choice computes one side per point: rho_theta's reconstruction at E2C[0] or
+      E2C[1] sits in the branches, so the inline pass recomputes the four gradients there (one
+      kernel, as on the full path) instead of both sides at every point."""
+    from icoforge.perf.static import suite_program_ir
+    from icoforge.suite.inputs import make_scalars
+
+    def early_ir(name):  # with icon4py's static scalars, as the granule compiles it
+        info = get_program(name)
+        with settings.overridden(early_gtir=True):
+            return suite_program_ir(info, tiny_grid, make_scalars(info, tiny_grid, seed=0))
+
+    advection = early_ir("compute_advection_in_horizontal_momentum")
+    rho_theta = early_ir("compute_rho_theta_pgrad_and_update_vn")
+    assert [t.dims[0] for t in advection.temporaries] == ["Cell", "Vertex"]
+    assert [k.domain.hdim for k in advection.kernels()] == ["Cell", "Vertex", "Edge"]
+    (k,) = rho_theta.kernels()
+    assert not rho_theta.temporaries and any(isinstance(s, ir.If) for s in k.body)

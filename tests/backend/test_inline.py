@@ -127,6 +127,15 @@ def test_auto_keeps_what_lost_time_on_the_gpu_scan_readers_and_gathers_of_gather
     assert "gather its neighbour reduction again" in d.reason
     upwind = kernel("p_k1", ir.Store("out", ir.Select(ir.Binary("greater", at("c"), c(0.0, "float64"), "bool"), at("t", neighbour=True), other, "float64")))
     assert names(inline.inline_temporaries(program([gather, upwind]), "auto")) == ["p_k1"]
+    # the same choice as branches (how the early-GTIR lowering writes it): one neighbour per
+    # point on either path, so recomputed too; two neighbours in one branch: kept
+    v = ir.Var("v", "float64")
+    up = ir.Binary("greater", at("c"), c(0.0, "float64"), "bool")
+    branches = kernel("p_k1", ir.Declare(v), ir.If(up, (ir.Let(v, at("t", neighbour=True), declared=True),), (ir.Let(v, other, declared=True),)), ir.Store("out", v))
+    assert names(inline.inline_temporaries(program([gather, branches]), "auto")) == ["p_k1"]
+    one_side = kernel("p_k1", ir.Declare(v), ir.If(up, (ir.Let(v, add(at("t", neighbour=True), other), declared=True),), (ir.Let(v, at("c"), declared=True),)), ir.Store("out", v))
+    d = decision(inline.inline_with_decisions(program([gather, one_side]), "auto")[1], "t")
+    assert "gather its neighbour reduction again" in d.reason
 
 
 def test_an_input_written_between_producer_and_reader_keeps_the_temporary():
