@@ -12,6 +12,8 @@
 #            fingerprints compared with the default run; bit-identical expected),
 #        AB_ARGS (more greenline arguments of the AB run, e.g. AB='substep={"fuse": ["*"]}'
 #            AB_ARGS=--substep-fusion: each substep as one program fused across programs),
+#        AB_ENV (environment of the AB run, e.g. AB='full={}' AB_ENV=ICOFORGE_EARLY_GTIR=0: the
+#            full GT4Py pass list against the default early path),
 #        INLINE_OFF_RUN (0; 1: the same as AB='inline-off={"inline": "off"}'),
 #        STEPS (20, as icon4py's benchmark), ALL_S (540), COMMIT (the commit measured).
 # Results: $OUT/summary.txt, $OUT/greenline.md, $OUT/granule-latest.json, $OUT/all.tgz.
@@ -41,7 +43,7 @@ done
 AB=${AB:-}
 AB_LABEL=${AB%%=*}; AB_SCHEDULE=${AB#*=}
 if [ -n "${AB:-}" ]; then
-  $GL --backend icoforge-cuda --schedule "$AB_SCHEDULE" ${AB_ARGS:-} --save-reference $W/ref-$AB_LABEL-$TAG.json \
+  env ${AB_ENV:-} $GL --backend icoforge-cuda --schedule "$AB_SCHEDULE" ${AB_ARGS:-} --save-reference $W/ref-$AB_LABEL-$TAG.json \
     --json $W/gl-$TAG-$AB_LABEL.json > $W/gl-$TAG-$AB_LABEL.log 2>&1 &
 fi
 if [ "${DEBUG_RUN:-1}" = 1 ]; then
