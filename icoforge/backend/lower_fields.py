@@ -221,15 +221,16 @@ def _hoist_to(sl: "StencilLowering", base: LazyField, it: Iterator) -> int:
     is computed: before the branches, once for all of them, where GT4Py's domain inference made its
     inputs valid over its domain (where that covers the kernel's, computing it at every point reads
     nothing out of bounds; a field whose domain is narrower, e.g. only where a condition on the level
-    holds, stays in its branch). Not out of a branch on a data value (`_Block.fence`): an upwind
-    choice computes one side per point, as GT4Py's fused stencil does; computed before the branch,
-    both sides ran at every point (compute_rho_theta_pgrad_and_update_vn 1.35x slower on the H200)."""
+    holds, stays in its branch). Not out of a branch on a data value (`_Block.fence`) unless both
+    branches read it: an upwind choice computes one side per point, as GT4Py's fused stencil does;
+    computed before the branch, both sides ran at every point (compute_rho_theta_pgrad_and_update_vn
+    1.35x slower on the H200)."""
     innermost = len(sl.blocks) - 1
     if sl.hoist_domain is None or innermost == 0 or it.pos != sl.center or it.valid or base.domain is None:
         return innermost
     if not _covers(sl.program.domain(base.domain), sl.hoist_domain):
         return innermost
-    return max((i for i, b in enumerate(sl.blocks) if b.fence), default=0)
+    return max((i for i, b in enumerate(sl.blocks) if b.fence and id(base) not in b.shared), default=0)
 
 
 def _covers(outer: ir.Domain, inner: ir.Domain) -> bool:

@@ -49,6 +49,7 @@ class _Block:
     stmts: list
     memo: dict = field(default_factory=dict)  # values computed in this block (early GTIR: lazy fields read)
     fence: bool = False  # a branch on a data value: nothing inside is computed before it (lower_fields._hoist_to)
+    shared: frozenset = frozenset()  # ids of the lazy fields both branches read: those may be computed before
 
 
 class StencilLowering:
@@ -102,8 +103,8 @@ class StencilLowering:
         self.emit(ir.Let(var, value))
         return var
 
-    def in_block(self, fn: Callable[[], Value], fence: bool = False) -> tuple[tuple[ir.Stmt, ...], Value]:
-        self.blocks.append(_Block([], fence=fence))
+    def in_block(self, fn: Callable[[], Value], fence: bool = False, shared: frozenset = frozenset()) -> tuple[tuple[ir.Stmt, ...], Value]:
+        self.blocks.append(_Block([], fence=fence, shared=shared))
         try:
             v = fn()
         finally:
@@ -389,9 +390,12 @@ class StencilLowering:
         # a condition on data (an upwind choice; a named value counts as data) runs one branch's
         # work per point: what a branch reads stays in it; on the index or host scalars (regions
         # of the domain) values may be computed before
+        # (a field both branches read, e.g. the pressure gradient under `pg_exdist != 0`, is still
+        # computed once before them)
         fence = any(isinstance(x, (ir.Load, ir.Var)) for x in cond.walk())
-        t_stmts, t_val = self.in_block(lambda: self.eval(node.args[1], env), fence)
-        f_stmts, f_val = self.in_block(lambda: self.eval(node.args[2], env), fence)
+        shared = _lazy_fields_read(node.args[1], env) & _lazy_fields_read(node.args[2], env) if fence else frozenset()
+        t_stmts, t_val = self.in_block(lambda: self.eval(node.args[1], env), fence, shared)
+        f_stmts, f_val = self.in_block(lambda: self.eval(node.args[2], env), fence, shared)
         return self._merge(cond, t_stmts, t_val, f_stmts, f_val)
 
     def _merge(self, cond, t_stmts, t_val, f_stmts, f_val) -> Value:
@@ -417,6 +421,25 @@ class StencilLowering:
         self.emit(ir.Declare(var))
         self.emit(ir.If(cond, t_stmts + (ir.Let(var, a, declared=True),), f_stmts + (ir.Let(var, b, declared=True),)))
         return var
+
+
+def _lazy_fields_read(node: itir.Expr, env: dict) -> frozenset:
+    """Ids of the lazy fields (early GTIR) an expression reads: those behind the iterators it
+    names and, recursively, the ones they are computed from."""
+    ids: set[int] = set()
+
+    def visit(base) -> None:
+        if id(base) not in ids:
+            ids.add(id(base))
+            for a in base.args:
+                if inner := getattr(a, "base", None):
+                    visit(inner)
+
+    for ref in node.pre_walk_values().if_isinstance(itir.SymRef):
+        v = env.get(str(ref.id))
+        if isinstance(v, Iterator) and (base := getattr(v.arg, "base", None)) is not None:
+            visit(base)
+    return frozenset(ids)
 
 
 _UNARY_MATH = {
