@@ -179,11 +179,9 @@ def _fused_inputs(base: LazyField) -> frozenset:
     c(E2C[1])`, one input `c` after fusion, is recomputed where a cell reads it through C2E, not
     stored. Fewer inputs than arguments only where arguments share an input (or are literals);
     an `if_` and a scan are opaque (GT4Py's single-argument rule is for field operators).
-    A field of neighbour lists is always fused into its reader (never stored), so its inputs are
-    the reader's: `reduce(e_bln_c_s * vn(C2E))` has two inputs, not one. Counted as one, the
-    reduction was recomputed at every neighbour of its reader (a gather of gathers), which made
-    compute_advection_in_horizontal_momentum 1.7x slower on the H200 than GT4Py's split into
-    three kernels (benchmarks/h200-2026-12-02-s13)."""
+    A field of neighbour lists is fused into its reader, so `reduce(e_bln_c_s * vn(C2E))` has two
+    inputs: counted as one, it was recomputed at every neighbour of its reader (horizontal
+    advection 1.7x slower on the H200 than GT4Py's split, benchmarks/h200-2026-12-02-s13)."""
     if base.fused_inputs is None:
         keys: set = set()
         for a in base.args:
