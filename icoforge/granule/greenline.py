@@ -297,6 +297,7 @@ def measure(
     for g in granules:
         with measuring(lock, g, "warm-up, timed steps" + (", profile" if opts.profile_steps else "")):
             g.time_variants(opts.steps, opts.warmup, progress)
+            g.time_chained_steps(opts.steps, progress)
             g.measure_busy(opts.steps, progress)  # GPU backends: the idle fraction per substep
             if opts.profile_steps:
                 g.profile(opts.profile_steps, progress)

@@ -153,11 +153,20 @@ def steps_table(data: Data) -> TableSpec:
         base = _dycore_step_ms(data, bs[0])
         row.append(" ".join(f"{base / _dycore_step_ms(data, b):.2f}x" for b in bs[1:]))
     rows.append(row)
+    chained = [b.get("chained_step_ms") for b in bs]
+    if any(c is not None for c in chained):
+        row = ["dycore step, one sync"]
+        for c in chained:
+            row += ["-" if c is None else f"{c:.3f}", ""]
+        if len(bs) > 1:
+            row.append(" ".join("-" if None in (chained[0], c) else f"{chained[0] / c:.2f}x" for c in chained[1:]))
+        rows.append(row)
     return TableSpec(
         title=f"step time (ms): {opts['steps']} timed steps per variant after {opts['warmup']} warm-up",
         columns=columns,
         rows=rows,
-        caption=f"dycore step = {len(mix)} substeps ({' + '.join(mix)}), from the medians",
+        caption=f"dycore step = {len(mix)} substeps ({' + '.join(mix)}), from the medians (a device sync around each"
+        " substep); one sync: the median of whole steps, the substeps back to back as a model runs them",
     )
 
 

@@ -106,6 +106,9 @@ class BackendResult:
     fallbacks: list[str] = dataclasses.field(default_factory=list)
     gpu_lock_wait_s: float | None = None  # --gpu-lock: seconds waited for it before measuring
     substep_fusion: dict[str, Any] | None = None  # SubstepFusion.summary() where it was on
+    # whole dycore steps (SUBSTEP_MIX back to back) with one device sync per step, as a model run
+    # calls them: host work of one substep may overlap the kernels of the one before
+    chained_step_ms: list[float] = dataclasses.field(default_factory=list)
 
     def median_ms(self, variant: str) -> float:
         return statistics.median(self.step_ms[variant])
@@ -147,6 +150,8 @@ class BackendResult:
             "fallbacks": self.fallbacks,
             "gpu_lock_wait_s": self.gpu_lock_wait_s,
             "substep_fusion": self.substep_fusion,
+            "chained_step_ms": statistics.median(self.chained_step_ms) if self.chained_step_ms else None,
+            "chained_step_samples_ms": self.chained_step_ms,
         }
 
 
@@ -352,6 +357,20 @@ class Granule:
                 done += 1
             self.result.step_ms[variant] = samples
         progress(f"{self.name}: timing", total, total)
+
+    def time_chained_steps(self, steps: int, progress: Progress = _no_progress) -> None:
+        """Whole dycore steps, one device sync per step (after `time_variants`' warm-up): the figure
+        a model run sees, where a substep's host work may overlap the previous substep's kernels
+        (`time_variants` syncs around every substep)."""
+        for i in range(steps):
+            progress(f"{self.name}: dycore steps, one sync each", i, steps)
+            self.sync()
+            t0 = time.perf_counter()
+            for variant in SUBSTEP_MIX:
+                self.step(variant)
+            self.sync()
+            self.result.chained_step_ms.append((time.perf_counter() - t0) * 1e3)
+        progress(f"{self.name}: dycore steps, one sync each", steps, steps)
 
     def timed_dycore_steps(self, n: int, on_step: Callable[[int], None] | None = None) -> float:
         """Run `n` dycore steps of SUBSTEP_MIX; seconds spent in the substeps, each substep between

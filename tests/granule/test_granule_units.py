@@ -248,6 +248,8 @@ def _fake_report() -> GreenlineReport:
             name, setup_s={"construct": 10.0 * scale, "compile": 1.0, "first_calls": 0.5}, compile_jobs=38
         )
         r.step_ms = {v: [scale * 10.0, scale * 11.0, scale * 12.0] for v in VARIANTS}
+        if scale == 1.0:  # whole steps with one sync measured for one backend only (an older report)
+            r.chained_step_ms = [52.0, 50.0, 51.0]
         r.programs = [
             ProgramRow(
                 "vertically_implicit_solver_at_predictor_step",
@@ -295,6 +297,9 @@ def test_report_tables_and_json():
         assert needle in text, needle
     data = json.loads(json.dumps(rep.to_json()))
     assert data["backends"][0]["dycore_step_ms"] == pytest.approx(5 * 11.0)
+    assert data["backends"][0]["chained_step_ms"] == 51.0 and data["backends"][1]["chained_step_ms"] is None
+    (row,) = [line for line in text.splitlines() if "dycore step, one sync" in line]
+    assert "51.000" in row and row.count("-") >= 2, row  # the backend without it shows "-", so does the ratio
     assert data["verification"][0]["passed"] is True
     assert set(data["backends"][1]["variants"]) == set(VARIANTS)
 

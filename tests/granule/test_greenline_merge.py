@@ -310,6 +310,9 @@ class _FakeGranule:
     def time_variants(self, steps, warmup, progress):
         self.phases.append(f"time held={self._lock_is_held()}")
 
+    def time_chained_steps(self, steps, progress):
+        self.phases.append(f"chained held={self._lock_is_held()}")
+
     def measure_busy(self, steps, progress):
         self.phases.append(f"busy held={self._lock_is_held()}")
 
@@ -327,7 +330,7 @@ def test_measurement_phases_hold_the_lock(tmp_path, with_lock):
     opts = GreenlineOptions(backends=("icoforge-cuda", "gtfn_gpu"), profile_steps=1)
     assert greenline.measure(gs, opts, {}, None, lock, lambda *a: None, lines.append) == []
     for g in gs:
-        assert g.phases == [f"time held={with_lock}", f"busy held={with_lock}", f"profile held={with_lock}"]
+        assert g.phases == [f"{p} held={with_lock}" for p in ("time", "chained", "busy", "profile")]
         assert (g.result.gpu_lock_wait_s is not None) == with_lock
         assert ("gpu_lock_wait_s" in g.result.to_json()) and (
             g.result.to_json()["gpu_lock_wait_s"] is None
