@@ -407,3 +407,5 @@ def test_fused_granule_is_bit_identical_to_the_cpu_target(monkeypatch, icoforge_
     for s in substeps["sequences"]:  # fused across programs: fewer kernels, fewer bytes
         assert s["checked"] and s["kernels_fused"] < s["kernels_composed"] and s["bytes_composed"] < s["bytes_one_by_one"], s
     assert report.results[0].substep_fusion is None  # the C++ target does not defer
+    # whole dycore steps with one sync each were timed too, their substeps composed
+    assert len(report.results[1].chained_step_ms) == opts.steps
