@@ -107,6 +107,29 @@ def test_a_sequence_seen_twice_runs_as_one_fused_program_with_the_same_bits(tiny
     assert any(name.startswith("c0_") and "k0_k0" in name for name in art.kernel_names)
 
 
+def test_a_known_block_skips_reading_its_views_and_new_buffers_do_not(tiny_grid, emulated, monkeypatch):
+    """The views of a block's arguments are read once per block identity (the same field objects,
+    offset providers and integer scalars); a float scalar is a parameter, so a new value keeps the
+    identity and its result follows the value; new field objects are another identity."""
+    from icoforge.backend import substep
+
+    reads = []
+    site = substep._site
+    monkeypatch.setattr(substep, "_site", lambda call: reads.append(call) or site(call))
+    fusion = SubstepFusion(after=0)
+    f = _fields(tiny_grid, 4)
+    for s in (0.5, 0.25):
+        with fusion:
+            _substep(emulated, tiny_grid, f, s=s)
+        ref = _fields(tiny_grid, 4)
+        _substep(emulated, tiny_grid, ref, s=s)
+        assert _same_bits(f["out"].asnumpy(), ref["out"].asnumpy()), s
+    assert len(reads) == 3 and fusion.runs == {"composed": 2, "one_by_one": 0}
+    with fusion:
+        _substep(emulated, tiny_grid, _fields(tiny_grid, 5))
+    assert len(reads) == 6 and len(fusion._entries) == 2
+
+
 @pytest.mark.parametrize("viewed", ["a", "mid"])
 def test_overlapping_views_compose_unless_fusion_reorders_their_accesses(tiny_grid, emulated, viewed):
     """consume gets a view of `viewed` one cell further. A view of `a` (read by both programs,
