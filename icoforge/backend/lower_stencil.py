@@ -388,10 +388,9 @@ class StencilLowering:
         if isinstance(cond, ir.Const):  # folded host/constant condition
             return self.eval(node.args[1 if cond.value else 2], env)
         # a condition on data (an upwind choice; a named value counts as data) runs one branch's
-        # work per point: what a branch reads stays in it; on the index or host scalars (regions
-        # of the domain) values may be computed before
-        # (a field both branches read, e.g. the pressure gradient under `pg_exdist != 0`, is still
-        # computed once before them)
+        # work per point: what only one branch reads stays in it, a field both read (the pressure
+        # gradient under `pg_exdist != 0`) is computed once before them; on the index or host
+        # scalars (regions of the domain) values may be computed before the branches
         fence = any(isinstance(x, (ir.Load, ir.Var)) for x in cond.walk())
         shared = _lazy_fields_read(node.args[1], env) & _lazy_fields_read(node.args[2], env) if fence else frozenset()
         t_stmts, t_val = self.in_block(lambda: self.eval(node.args[1], env), fence, shared)
