@@ -73,7 +73,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--gpu-lock", metavar="PATH",
         help="hold an exclusive flock on PATH (created if missing) during each backend's verification, timed "
-        "and profiled steps, not during compiling: parallel runs (one backend each) measure one at a time",
+        "and profiled steps, shared while setting up: parallel runs (one backend each) measure one at a time, "
+        "never while another one compiles",
     )  # fmt: skip
     common_args.schedule(p)
     common_args.report_files(p)

@@ -5,9 +5,9 @@ then has its own setup (construction, compilation, first calls), optional verifi
 the first backend, timed steps and a per-program profile (see `runner.py`).
 
 With `gpu_lock` (`--gpu-lock PATH`) every measurement phase (verification substeps, warm-up +
-timed steps, profile) holds an exclusive flock on PATH (`gpulock.py`); setup does not. Several
-processes, one backend each, can then compile at the same time and still time the GPU one at a
-time; `merge.py` puts their JSON reports side by side.
+timed steps, profile) holds an exclusive flock on PATH (`gpulock.py`) and setup holds it shared.
+Several processes, one backend each, can then compile at the same time and still time the GPU one
+at a time, never beside another one's compiling; `merge.py` puts their JSON reports side by side.
 """
 
 from __future__ import annotations
@@ -182,60 +182,66 @@ def run_greenline(
         lock = GpuLock(opts.gpu_lock, log)
         lock.check()
 
-    common: dict[str, float] = {}
-    progress("loading grid", 0, 0)
-    t0 = time.perf_counter()
-    grid = load_grid(opts.grid, levels=opts.levels, show_progress=False)
-    common["grid_load"] = time.perf_counter() - t0
+    # setup holds the lock shared: no other process measures while this one compiles, and this
+    # one measures only when no other is compiling (their host work would be on our clock)
+    with contextlib.ExitStack() as setup_hold:
+        if lock:
+            setup_hold.enter_context(lock.setting_up(", ".join(opts.backends)))
+        common: dict[str, float] = {}
+        progress("loading grid", 0, 0)
+        t0 = time.perf_counter()
+        grid = load_grid(opts.grid, levels=opts.levels, show_progress=False)
+        common["grid_load"] = time.perf_counter() - t0
 
-    progress(f"static fields ({opts.factory_backend})", 0, 0)
-    t0 = time.perf_counter()
-    static = build_static_fields(grid, opts.factory_backend, in_child=True, on_status=lambda s: progress(s, 0, 0))
-    common["static_fields"] = time.perf_counter() - t0
-    if not static.cached:
-        common.update({f"factory_{k}": v for k, v in static.timings.items()})
+        progress(f"static fields ({opts.factory_backend})", 0, 0)
+        t0 = time.perf_counter()
+        static = build_static_fields(grid, opts.factory_backend, in_child=True, on_status=lambda s: progress(s, 0, 0))
+        common["static_fields"] = time.perf_counter() - t0
+        if not static.cached:
+            common.update({f"factory_{k}": v for k, v in static.timings.items()})
 
-    t0 = time.perf_counter()
-    state = initial_state(static, opts.levels, opts.seed)
-    common["initial_state"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        state = initial_state(static, opts.levels, opts.seed)
+        common["initial_state"] = time.perf_counter() - t0
 
-    grid_info = {
-        "name": grid.name,
-        "path": str(grid.path),
-        "cells": grid.num_cells,
-        "edges": grid.num_edges,
-        "vertices": grid.num_vertices,
-        "levels": opts.levels,
-        "limited_area": bool(grid.limited_area),
-        "dtime_s": dtime_for(grid),
-    }
-    log(
-        f"{grid.name}: {grid.num_cells:,} cells, {grid.num_edges:,} edges, {opts.levels} levels, "
-        f"dtime {dtime_for(grid):g} s; static fields {'from cache' if static.cached else 'computed'}"
-    )
+        grid_info = {
+            "name": grid.name,
+            "path": str(grid.path),
+            "cells": grid.num_cells,
+            "edges": grid.num_edges,
+            "vertices": grid.num_vertices,
+            "levels": opts.levels,
+            "limited_area": bool(grid.limited_area),
+            "dtime_s": dtime_for(grid),
+        }
+        log(
+            f"{grid.name}: {grid.num_cells:,} cells, {grid.num_edges:,} edges, {opts.levels} levels, "
+            f"dtime {dtime_for(grid):g} s; static fields {'from cache' if static.cached else 'computed'}"
+        )
 
-    inputs = golden.input_description(grid, opts.levels, opts.seed)
-    recorded = None
-    if opts.reference_file:  # checked before minutes of compiling
-        try:
-            recorded = golden.load(opts.reference_file)
-        except (OSError, ValueError) as e:
-            raise IcoforgeError(f"reference {opts.reference_file}: {e}") from e
-        if problems := golden.check_inputs(recorded, inputs):
-            raise IcoforgeError(f"{opts.reference_file} was recorded for other inputs: " + "; ".join(problems))
+        inputs = golden.input_description(grid, opts.levels, opts.seed)
+        recorded = None
+        if opts.reference_file:  # checked before minutes of compiling
+            try:
+                recorded = golden.load(opts.reference_file)
+            except (OSError, ValueError) as e:
+                raise IcoforgeError(f"reference {opts.reference_file}: {e}") from e
+            if problems := golden.check_inputs(recorded, inputs):
+                raise IcoforgeError(f"{opts.reference_file} was recorded for other inputs: " + "; ".join(problems))
 
-    granules: list[Granule] = []
-    with cold_icoforge_cache(opts.cold):
-        for name in opts.backends:  # setup (compiling, first calls) never holds the GPU lock
-            g = Granule(name, grid, static, state, only_used_variants=opts.only_used_variants,
-                        substep_fusion=opts.substep_fusion and name in substep_fusion_backends())
-            g.setup(progress)
-            granules.append(g)
-            log(_setup_line(g.result))
-        # inside: a cold cache's generated sources are read for kernel counts
-        comparisons = measure(granules, opts, inputs, recorded, lock, progress, log)
-        for g in granules:
-            g.result.substep_fusion = g.fusion_summary(byte_model)
+        granules: list[Granule] = []
+        with cold_icoforge_cache(opts.cold):
+            for name in opts.backends:  # setup (compiling, first calls): the lock held shared
+                g = Granule(name, grid, static, state, only_used_variants=opts.only_used_variants,
+                            substep_fusion=opts.substep_fusion and name in substep_fusion_backends())
+                g.setup(progress)
+                granules.append(g)
+                log(_setup_line(g.result))
+            setup_hold.close()
+            # inside: a cold cache's generated sources are read for kernel counts
+            comparisons = measure(granules, opts, inputs, recorded, lock, progress, log)
+            for g in granules:
+                g.result.substep_fusion = g.fusion_summary(byte_model)
 
     return GreenlineReport(
         options=opts,

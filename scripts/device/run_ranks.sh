@@ -45,7 +45,7 @@ set -u
 GRID=${GRID:-R2B5}; LEVELS=${LEVELS:-80}
 BACKENDS=${BACKENDS:-"icoforge-cuda"}
 RANKS=${RANKS:-"1 2"}
-VERIFY_RANKS=${VERIFY_RANKS:-"2"}
+VERIFY_RANKS=${VERIFY_RANKS-"2"}  # empty: verify none
 STEPS=${STEPS:-5}
 END_S=${END_S:-560}
 W=$OUT/ranks; mkdir -p $W

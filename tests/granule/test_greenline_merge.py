@@ -260,6 +260,49 @@ def test_gpu_lock_serializes_two_threads(tmp_path):
     assert any(line.startswith("B: GPU lock acquired after") for line in lines)
 
 
+def test_gpu_lock_measurement_waits_for_every_setup(tmp_path):
+    """Two setups hold the lock at once (shared); a measurement starts only after both ended, and
+    a setup asked for during the measurement waits for its end."""
+    path = tmp_path / "gpu.lock"
+    lines: list[str] = []
+    lock = GpuLock(path, lines.append)
+    events: list[tuple[str, float]] = []
+    both_setting_up = threading.Barrier(3)
+
+    def setup(name: str, hold_s: float) -> None:
+        with lock.setting_up(name):
+            both_setting_up.wait(5)  # both inside at once: shared, not exclusive
+            time.sleep(hold_s)
+            events.append((f"{name} setup done", time.monotonic()))
+
+    threads = [threading.Thread(target=setup, args=(n, s)) for n, s in (("dace_gpu", 0.5), ("gtfn_gpu", 0.1))]
+    for t in threads:
+        t.start()
+    both_setting_up.wait(5)
+    late_started = threading.Event()
+
+    def late_setup() -> None:
+        late_started.set()
+        with lock.setting_up("late"):
+            events.append(("late setup starts", time.monotonic()))
+
+    with lock.hold("icoforge-cuda", "timed steps") as waited:
+        events.append(("measure starts", time.monotonic()))
+        late = threading.Thread(target=late_setup)
+        late.start()
+        assert late_started.wait(5)
+        time.sleep(0.3)
+        events.append(("measure ends", time.monotonic()))
+    for t in (*threads, late):
+        t.join(5)
+    at = dict(events)
+    assert at["measure starts"] >= max(at["dace_gpu setup done"], at["gtfn_gpu setup done"])
+    assert waited >= 0.3
+    assert at["late setup starts"] >= at["measure ends"]
+    assert any("held by other processes still setting up" in line for line in lines)
+    assert any(line.startswith("late: setup waits for a measurement to end") for line in lines)
+
+
 def test_gpu_lock_waits_for_another_process(tmp_path):
     path = tmp_path / "gpu.lock"  # created by the lock
     holder = subprocess.Popen(
