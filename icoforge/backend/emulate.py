@@ -35,7 +35,7 @@ import numpy as np
 from icoforge.backend.build import build_cpu_module
 from icoforge.backend.codegen.device import DeviceKernel, DeviceModule
 from icoforge.backend.gpu import GPUArtifact, GPUExecutor, Runtime, bind_program
-from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+from icoforge.backend.schedule import ProgramSchedule, default_program_schedule
 from icoforge.errors import IcoforgeError
 
 THREAD_ORDERS = ("forward", "reversed")
@@ -257,7 +257,7 @@ def make_emulated_backend(vendor: str = "cuda", schedule: ProgramSchedule | None
 
     return gt_backend.Backend(
         name=f"icoforge_emulated_{vendor}",
-        executor=EmulatedExecutor(GPUExecutor(vendor, schedule or ProgramSchedule(default=VENDOR_DEFAULTS[vendor]))),
+        executor=EmulatedExecutor(GPUExecutor(vendor, schedule or default_program_schedule(vendor))),
         allocator=allocators.StandardCPUFieldBufferAllocator(),
         transforms=gt_backend.DEFAULT_TRANSFORMS,
     )

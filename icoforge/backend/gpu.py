@@ -26,7 +26,7 @@ from icoforge.backend import ir, pipeline, substep
 from icoforge.backend.codegen.cuda import device_module, render_module_gpu
 from icoforge.backend.codegen.device import DeviceModule
 from icoforge.backend.codegen.host import render_host_plan
-from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+from icoforge.backend.schedule import ProgramSchedule, default_program_schedule
 from icoforge.backend.workflow import flat_call_args, translate, yield_to_main_process
 from icoforge.errors import IcoforgeError
 
@@ -399,7 +399,7 @@ def make_gpu_backend(target: str, schedule: ProgramSchedule | None = None):
         vendor = cupy_vendor()
         if vendor is None:
             raise IcoforgeError("backend 'gpu': CuPy finds no CUDA or ROCm device here")
-    schedule = schedule or ProgramSchedule(default=VENDOR_DEFAULTS[vendor])
+    schedule = schedule or default_program_schedule(vendor)
     return gt_backend.Backend(
         name=f"icoforge_{vendor}",
         executor=GPUExecutor(vendor, schedule),

@@ -16,7 +16,7 @@ import pathlib
 from typing import Any
 
 from icoforge.backend.gpu import GPUArtifact, GPUExecutor, nvrtc_options
-from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+from icoforge.backend.schedule import ProgramSchedule, default_program_schedule
 from icoforge.errors import IcoforgeError
 
 HEADER_PATH = pathlib.Path(__file__).resolve().parent / "codegen" / "hip_on_cuda.h"
@@ -55,7 +55,7 @@ def make_hip_on_cuda_backend(schedule: ProgramSchedule | None = None):
     from gt4py.next import backend as gt_backend
     from gt4py.next import custom_layout_allocators as allocators
 
-    schedule = schedule or ProgramSchedule(default=VENDOR_DEFAULTS["hip"])
+    schedule = schedule or default_program_schedule("hip")
     return gt_backend.Backend(
         name="icoforge_hip_on_cuda",
         executor=HipOnCudaExecutor(GPUExecutor("hip", schedule)),

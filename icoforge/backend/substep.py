@@ -276,10 +276,10 @@ class SubstepFusion:
     def _load(self, composition: compose.Composition, first: _Call) -> Any:
         from icoforge.backend.emulate import EmulatedRuntime, load_emulated
         from icoforge.backend.gpu import gpu_artifact
-        from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+        from icoforge.backend.schedule import default_program_schedule
 
         vendor = first.art.vendor
-        base = self.schedule or ProgramSchedule(default=VENDOR_DEFAULTS[vendor])
+        base = self.schedule or default_program_schedule(vendor)
         schedule = dataclasses.replace(base, fuse=(*base.fuse, self.name))  # fusion is the point
         art = gpu_artifact(composition.program, vendor, schedule)
         composition.check_order(art.program_ir)  # before compiling anything

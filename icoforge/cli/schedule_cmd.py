@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _program_schedule(args: argparse.Namespace, settings: list[str], kernels: list[str]):
-    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+    from icoforge.backend.schedule import ProgramSchedule, default_program_schedule
 
     if args.schedule:
         try:
@@ -58,7 +58,7 @@ def _program_schedule(args: argparse.Namespace, settings: list[str], kernels: li
         except (OSError, json.JSONDecodeError) as e:
             raise IcoforgeError(f"cannot read schedule file {args.schedule}: {e}") from None
     else:
-        ps = ProgramSchedule(default=VENDOR_DEFAULTS[args.target])
+        ps = default_program_schedule(args.target)
     if args.smem_limit is not None:
         ps = dataclasses.replace(ps, smem_limit_bytes=args.smem_limit)
     if args.fuse:

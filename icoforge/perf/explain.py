@@ -132,9 +132,10 @@ def ir_text(pir: Any, costs: Any, schedules: dict[str, str]) -> str:
 
 
 def gpu_schedule(target: str, settings: Iterable[str] = (), inline_policy: str = "auto") -> Any:
-    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+    from icoforge.backend.schedule import default_program_schedule
 
-    return ProgramSchedule(default=VENDOR_DEFAULTS[target].with_settings(list(settings)), inline=inline_policy)
+    base = default_program_schedule(target)
+    return dataclasses.replace(base, default=base.default.with_settings(list(settings)), inline=inline_policy)
 
 
 def inline_page(inp: Any, policy: str) -> Page | None:

@@ -154,9 +154,9 @@ def time_gpu_kernels(
     import cupy as cp
 
     from icoforge.backend.gpu import gpu_artifact
-    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+    from icoforge.backend.schedule import default_program_schedule
 
-    schedule = schedule or ProgramSchedule(default=VENDOR_DEFAULTS[vendor])
+    schedule = schedule or default_program_schedule(vendor)
     fn = gpu_artifact(program, vendor, schedule).load()
     pos = positional(program, args)
     return time_loaded_gpu_kernels(fn, lambda: fn(*pos, offset_provider=offset_provider), cp, repeat, warmup)

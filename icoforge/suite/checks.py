@@ -21,7 +21,7 @@ from icoforge.backend.gpu import gpu_artifact
 from icoforge.backend.gpu_check import GPUCompileError, available_compilers, hipcc_check, nvcc_check
 from icoforge.backend.hip_on_cuda import hip_source_on_cuda
 from icoforge.backend.precompile import program_ir
-from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+from icoforge.backend.schedule import default_program_schedule
 from icoforge.grids import load_grid
 from icoforge.suite.catalogue import get_program
 from icoforge.suite.verify import verify
@@ -44,7 +44,7 @@ def compile_program(name: str, grid, compilers: tuple[str, ...]) -> list[Compile
     rows: list[CompileRow] = []
     for compiler in compilers:
         vendor = "cuda" if compiler == "nvcc" else "hip"
-        art = gpu_artifact(program, vendor, ProgramSchedule(VENDOR_DEFAULTS[vendor]))
+        art = gpu_artifact(program, vendor, default_program_schedule(vendor))
         label = COMPILER_LABELS[compiler]
         try:
             if compiler == "hipcc":

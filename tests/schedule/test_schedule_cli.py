@@ -8,6 +8,7 @@ import pytest
 
 from icoforge import settings
 from icoforge.backend.gpu_check import find_nvcc
+from icoforge.backend.schedule import VENDOR_FUSE
 from icoforge.cli.main import main
 
 GRID = ["--grid", "R2B3", "--levels", "10"]
@@ -111,7 +112,8 @@ def test_fuse_on_the_early_path_shows_the_fused_kernels_and_takes_settings_for_t
     assert not {f"vert_impl_solv_corr_step_k{i}" for i in (4, 5, 6, 7)} & set(names)
     fused = next(k for k in out["kernels"] if k["kernel"] == "vert_impl_solv_corr_step_k4to6")
     assert fused["schedule"]["block"] == [64, 2]
-    assert out["schedule"]["fuse"] == ["vertically_implicit_solver_at_corrector_step"]
+    # the default's own fusions stay (schedule.VENDOR_FUSE), --fuse adds this program
+    assert out["schedule"]["fuse"] == sorted({*VENDOR_FUSE["cuda"], "vertically_implicit_solver_at_corrector_step"})
     assert "vert_impl_solv_corr_step_k4to6(" in src.read_text()
     # rho_theta (no static arguments): the lowering stores its four gradients over the cells, as
     # GT4Py's split does; inline off keeps them and fusion joins them into one kernel; auto
@@ -156,6 +158,6 @@ def test_schedule_option_reaches_the_backend_made_by_name(tiny_grid, capsys, mon
     out = capsys.readouterr().out
     assert "PASS" in out
     fused = get_backend("icoforge-emulated-cuda")  # made under the option's schedule, not the plain one
-    assert fused is not plain and not plain.executor.gpu.schedule.fuse
+    assert fused is not plain and plain.executor.gpu.schedule.fuse == VENDOR_FUSE["cuda"]  # the default's
     schedule = fused.executor.gpu.schedule
     assert schedule.default.block == (64, 2) and schedule.fuses("extrapolate_at_top")

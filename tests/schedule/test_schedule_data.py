@@ -12,7 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from icoforge.backend.codegen.cuda import PRELUDE
-from icoforge.backend.schedule import ProgramSchedule, Schedule, ScheduleError
+from icoforge.backend.schedule import (
+    VENDOR_DEFAULTS,
+    ProgramSchedule,
+    Schedule,
+    ScheduleError,
+    default_program_schedule,
+    schedule_from_text,
+)
 from icoforge.errors import UnknownNameError
 
 
@@ -108,6 +115,18 @@ def test_lookup_order_kernel_then_program_then_default():
     assert ps.for_kernel("other_k0", "other") == d
     assert ps.with_kernel("prog_k0", k).for_kernel("prog_k0", "prog") == k
     assert ps.smem_limit("cuda") == 48 * 1024 and ps.smem_limit("hip") == 64 * 1024
+
+
+def test_the_default_schedule_fuses_what_the_h200_measured_and_a_given_one_only_what_it_names():
+    pq = "compute_perturbed_quantities_and_interpolation"
+    cuda = schedule_from_text("", "cuda")
+    assert cuda == default_program_schedule("cuda") and cuda.default == VENDOR_DEFAULTS["cuda"]
+    assert cuda.fuses(pq) and not cuda.fuses("compute_rho_theta_pgrad_and_update_vn")
+    assert not default_program_schedule("hip").fuses(pq)  # nothing measured on an AMD GPU
+    given = schedule_from_text('{"default": {"block": [64, 2]}}', "cuda")
+    assert given.fuse == () and not given.fuses(pq)
+    with pytest.raises(ScheduleError, match="unknown GPU vendor 'sycl': cuda or hip"):
+        default_program_schedule("sycl")
 
 
 CHIPLET_MAIN = r"""
