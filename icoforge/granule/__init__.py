@@ -43,7 +43,7 @@ Reading the output:
 - verification: largest max|a - b| / max|reference| per prognostic field over the substeps.
 
 Parallel runs, one backend each (GT4Py's GPU backends compile for minutes each; compilation may
-overlap, measurements must not):
+overlap, measurements must overlap neither each other nor anyone's setup):
 
     for b in icoforge-cuda gtfn_gpu dace_gpu; do
         icoforge greenline --grid R2B6 --levels 80 --backend $b --gpu-lock /tmp/gpu.lock --json $b.json &
@@ -51,8 +51,9 @@ overlap, measurements must not):
     icoforge greenline-merge icoforge-cuda.json gtfn_gpu.json dace_gpu.json --markdown benchmarks/x.md
 
 With --gpu-lock each backend's verification substeps, warm-up + timed steps and profile run under
-an exclusive flock on the file; construction, compilation and the first calls (which compile what
-a backend compiles lazily) do not. The setup table shows the seconds each backend waited for the
+an exclusive flock on the file; grid, static fields, construction, compilation and the first calls
+(which compile what a backend compiles lazily) hold it shared, so no backend is timed while another
+one still sets up (its GPU transfers and compiling CPUs would be on the clock). The setup table shows the seconds each backend waited for the
 lock. greenline-merge prints the tables a single run with all the backends would print (the first
 file's backend is the reference column), refuses reports of different inputs (grid, levels, seed,
 steps, warm-up, profile steps, static-field key) or a backend named twice, and writes --json /

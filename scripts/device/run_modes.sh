@@ -3,7 +3,9 @@
 # turns on the GPU (--gpu-lock): icoforge-cuda and each peer in Python's optimized mode (the default
 # since 2026-12-01), icoforge-cuda once more in debug mode (no -O: GT4Py checks every call's
 # arguments), then one merged side-by-side report with host/device time per program call and the
-# GPU's idle fraction per substep, and the granule-latest record.
+# GPU's idle fraction per substep, and the granule-latest record. Setups run at the same time and
+# hold the lock shared: every process measures after all have set up (session 14: one timed beside
+# the others' setup was 25 % slow), so a call takes the slowest setup plus the sum of the measurements.
 #
 #   run(carry=[".whl"], timeout_s=600, command="CONFIG='REGIONAL 80' bash scripts/device/run_modes.sh")
 #
