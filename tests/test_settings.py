@@ -75,10 +75,10 @@ def test_the_compiler_reads_no_environment(path):
 
 def test_make_backend_takes_the_schedule_not_the_environment(monkeypatch):
     from icoforge.backend import make_backend
-    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, default_program_schedule
 
     monkeypatch.setenv("ICOFORGE_SCHEDULE", '{"fuse": ["*"]}')
-    assert make_backend("emulated-cuda").executor.gpu.schedule == ProgramSchedule(default=VENDOR_DEFAULTS["cuda"])
+    assert make_backend("emulated-cuda").executor.gpu.schedule == default_program_schedule("cuda")
     fused = ProgramSchedule(default=VENDOR_DEFAULTS["cuda"], fuse=("*",))
     assert make_backend("emulated-cuda", schedule=fused).executor.gpu.schedule == fused
     from icoforge.suite.backends import get_backend  # the lab maps the setting onto the argument
