@@ -1,4 +1,5 @@
-"""How much of a substep's host time is Python's cyclic garbage collector, on the granule.
+"""Whether Python's cyclic garbage collector shows in a substep's host time, on the granule
+(benchmarks/host-gc-cpu-R2B3-10.md: not established on the 2-core workstation, its noise is larger).
 
 Sets up the granule (icoforge-cpu by default) and times the middle substep 30 times each: with the
 collector on (as icon4py runs), after `gc.freeze()` (everything alive after setup moved out of the
