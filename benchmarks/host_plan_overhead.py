@@ -38,7 +38,7 @@ def main() -> None:
     from icoforge.backend.emulate import EmulatedRuntime
     from icoforge.backend.gpu import gpu_artifact
     from icoforge.backend.precompile import program_ir
-    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+    from icoforge.backend.schedule import default_program_schedule
     from icoforge.backend.workflow import flat_call_args
     from icoforge.grids import load_grid
     from icoforge.suite.catalogue import get_program
@@ -61,7 +61,7 @@ def main() -> None:
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name in BIG_FOUR:
         info = get_program(name)
-        art = gpu_artifact(program_ir(info.program, grid.connectivities), "cuda", ProgramSchedule(VENDOR_DEFAULTS["cuda"]))
+        art = gpu_artifact(program_ir(info.program, grid.connectivities), "cuda", default_program_schedule("cuda"))
         inputs = make_inputs(info, grid, seed=0)
         args = flat_call_args(tuple(inputs[p.name] for p in info.params), art.tuple_params, name)
         kernels = dict.fromkeys(art.kernel_names)

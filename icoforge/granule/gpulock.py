@@ -5,10 +5,10 @@ compilation (minutes for GT4Py's backends) overlap, but each measurement phase (
 substeps, warm-up + timed steps, per-program profile) runs while holding an exclusive lock on
 one file, so no two processes time the GPU at once. Setup (static fields, compiling) holds the
 same file's lock shared: a measurement waits until no other process is compiling, and a setup
-that starts later waits until the measurement is done. GT4Py's backends compile on every core
-for minutes; a measurement beside them timed our host path up to 25 % slower (H200, session 14).
-flock locks belong to an open file description: two threads of one process that each `hold()` also exclude each other, and the
-kernel releases the lock when a process dies.
+that starts later waits until the measurement is done: a measurement beside another process's
+setup (its grid going to the GPU, its compiling on every core) ran 25 % slow (H200, session 14).
+flock locks belong to an open file description: two threads of one process that each `hold()`
+also exclude each other, and the kernel releases the lock when a process dies.
 
 The lock file holds, while locked, who holds it (pid, backend, phase): a waiting process names
 its blocker in its log line.
@@ -45,17 +45,33 @@ class GpuLock:
             raise IcoforgeError(f"--gpu-lock {self.path}: {e.strerror or e}") from e
 
     @contextlib.contextmanager
-    def hold(self, who: str, what: str) -> Iterator[float]:
-        """Hold the lock for `who` (a backend) doing `what`; yields the seconds waited for it."""
+    def _flock(self, mode: int, waiting: Callable[[str], str]) -> Iterator[int]:
+        """The lock in `mode` (LOCK_EX or LOCK_SH) on a descriptor of its own, released on exit.
+        When it must wait, logs `waiting(holder)` first (holder: the lock file's note, or "")."""
         fd = self._open()
         try:
-            t0 = time.perf_counter()
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = _read_holder(fd) or "other processes still setting up"
-                self.log(f"{who}: waiting for the GPU lock {self.path} ({what}), held by {holder}")
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                self.log(waiting(_read_holder(fd)))
+                fcntl.flock(fd, mode)
+            try:
+                yield fd
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def hold(self, who: str, what: str) -> Iterator[float]:
+        """Hold the lock for `who` (a backend) doing `what`; yields the seconds waited for it."""
+        t0 = time.perf_counter()
+
+        def waiting(holder: str) -> str:
+            holder = holder or "other processes still setting up"
+            return f"{who}: waiting for the GPU lock {self.path} ({what}), held by {holder}"
+
+        with self._flock(fcntl.LOCK_EX, waiting) as fd:
             waited = time.perf_counter() - t0
             self.log(f"{who}: GPU lock acquired after {waited:.1f} s ({what})")
             _write_holder(fd, f"pid {os.getpid()}, {who}: {what}")
@@ -63,29 +79,17 @@ class GpuLock:
                 yield waited
             finally:
                 _write_holder(fd, "")
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
-
 
     @contextlib.contextmanager
     def setting_up(self, who: str) -> Iterator[None]:
         """Hold the lock shared while `who` sets up (compiles): no process measures meanwhile.
         Never call `hold` inside: this process's own exclusive request would wait for itself."""
-        fd = self._open()
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = _read_holder(fd)
-                self.log(f"{who}: setup waits for a measurement to end" + (f" ({holder})" if holder else ""))
-                fcntl.flock(fd, fcntl.LOCK_SH)
-            try:
-                yield
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
+
+        def waiting(holder: str) -> str:
+            return f"{who}: setup waits for a measurement to end" + (f" ({holder})" if holder else "")
+
+        with self._flock(fcntl.LOCK_SH, waiting):
+            yield
 
 
 def _read_holder(fd: int) -> str:

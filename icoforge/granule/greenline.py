@@ -182,8 +182,8 @@ def run_greenline(
         lock = GpuLock(opts.gpu_lock, log)
         lock.check()
 
-    # setup holds the lock shared: no other process measures while this one compiles, and this
-    # one measures only when no other is compiling (their host work would be on our clock)
+    # setup holds the lock shared: no other process measures while this one sets up, and this one
+    # measures only when no other is setting up (their GPU transfers and compiling would be timed too)
     with contextlib.ExitStack() as setup_hold:
         if lock:
             setup_hold.enter_context(lock.setting_up(", ".join(opts.backends)))
