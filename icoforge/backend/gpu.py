@@ -22,7 +22,7 @@ from gt4py.next import common
 from gt4py.next.otf import definitions, stages
 
 from icoforge import settings
-from icoforge.backend import ir, pipeline, substep
+from icoforge.backend import ir, pipeline, substep, tuned
 from icoforge.backend.codegen.cuda import device_module, render_module_gpu
 from icoforge.backend.codegen.device import DeviceModule
 from icoforge.backend.codegen.host import render_host_plan
@@ -39,6 +39,17 @@ def cupy_vendor() -> str | None:
         if cp.cuda.runtime.getDeviceCount() < 1:
             return None
         return "hip" if cp.cuda.runtime.is_hip else "cuda"
+    except Exception:
+        return None
+
+
+def device_name() -> str | None:
+    """The name of CuPy's current device ("NVIDIA H200"), None without one."""
+    try:
+        import cupy as cp
+
+        name = cp.cuda.runtime.getDeviceProperties(cp.cuda.runtime.getDevice())["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
     except Exception:
         return None
 
@@ -369,15 +380,22 @@ class GPUExecutor:
         t0 = time.perf_counter()
         tr, hit = translate(inp, inline_policy=self.schedule.inline)
         timings = (("translate", time.perf_counter() - t0), ("translation_cache_hit", float(hit)))
-        artifact = gpu_artifact(tr.program, self.vendor, self.schedule)
+        notes: list[str] = []
+        sizes = tuned.dim_sizes_of(inp.args.offset_provider) if self.schedule.tuned else None
+        artifact = gpu_artifact(tr.program, self.vendor, self.schedule, dim_sizes=sizes, notes=notes)
+        for line in notes:  # which tuned schedules this compile used, and why others not
+            print(f"[icoforge] {tr.program.name}: {line}", file=sys.stderr, flush=True)
         return dataclasses.replace(artifact, timings=(*timings, ("started_at", started_at), ("finished_at", time.time())))
 
 
-def gpu_artifact(program: ir.ProgramIR, vendor: str, schedule: ProgramSchedule, timings=()) -> GPUArtifact:
+def gpu_artifact(
+    program: ir.ProgramIR, vendor: str, schedule: ProgramSchedule, timings=(), dim_sizes=None, notes: list[str] | None = None,
+) -> GPUArtifact:  # fmt: skip
     """The GPU passes (the schedule resolved once: ScheduleError before generating anything), then
     the printers on the final IR. `program_ir` is the IR the schedule applied to (fused, kernels
-    as launched), what the byte model reads."""
-    scheduled, final, launches = pipeline.gpu_passes(program, schedule, vendor)
+    as launched), what the byte model reads. `dim_sizes`: the call's horizontal sizes, for the
+    schedule's tuned entries (tuned.py)."""
+    scheduled, final, launches = pipeline.gpu_passes(program, schedule, vendor, dim_sizes, notes)
     return GPUArtifact(
         program_name=final.name,
         vendor=vendor,
@@ -399,7 +417,8 @@ def make_gpu_backend(target: str, schedule: ProgramSchedule | None = None):
         vendor = cupy_vendor()
         if vendor is None:
             raise IcoforgeError("backend 'gpu': CuPy finds no CUDA or ROCm device here")
-    schedule = schedule or default_program_schedule(vendor)
+    if schedule is None:  # the default, with what the tuner measured on this device (tuned.py)
+        schedule = dataclasses.replace(default_program_schedule(vendor), tuned=tuned.for_device(vendor, device_name()))
     return gt_backend.Backend(
         name=f"icoforge_{vendor}",
         executor=GPUExecutor(vendor, schedule),

@@ -1,8 +1,8 @@
 """The compiler's passes, in order: kernel IR -> kernel IR, each a pure function.
 
     GTIR --GT4Py's passes--> GTIR --lower--> kernel IR
-         --forward--> --inline(policy)--> --hoist-->      (every target: `translate_passes`)
-         --fuse--> plan(schedule) --per-launch hoist-->   (GPU targets: `gpu_passes`)
+         --forward--> --inline(policy)--> --hoist--> --order-->   (every target: `translate_passes`)
+         --fuse--> plan(schedule) --per-launch hoist-->            (GPU targets: `gpu_passes`)
          --> printers (codegen/cpp.py, codegen/cuda.py), which print and do not transform
 
 The first passes depend on the program and the schedule's inline policy (`ProgramSchedule.inline`,
@@ -16,9 +16,9 @@ on the schedule, which is consumed here once: `schedule.resolve` gives every ker
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from icoforge.backend import forward, hoist, inline, ir
+from icoforge.backend import forward, hoist, inline, ir, order, tuned
 from icoforge.backend.fuse import fuse_kernels
 from icoforge.backend.schedule import KernelLaunch, ProgramSchedule, resolve
 
@@ -34,6 +34,7 @@ TRANSLATE_PASSES = (
     Pass("forward", lambda p, _: forward.forward_copies(p), "copy forwarding: the copy kernels GT4Py's temporaries leave are gone"),
     Pass("inline", inline.inline_temporaries, "temporaries recomputed in their readers where that moves fewer bytes (compute_inline)"),
     Pass("hoist", lambda p, _: hoist.hoist_program(p), "neighbour indices and level-invariant values computed once per column"),
+    Pass("order", lambda p, _: order.order_program(p), "straight-line bodies: shared values first, each store after its own values (GPU registers)"),
 )
 
 
@@ -70,10 +71,19 @@ def hoist_per_launch(program: ir.ProgramIR, launches: dict[str, KernelLaunch]) -
     return ir.map_kernels(program, one)
 
 
-def gpu_passes(program: ir.ProgramIR, schedule: ProgramSchedule, vendor: str) -> tuple[ir.ProgramIR, ir.ProgramIR, dict[str, KernelLaunch]]:
+def gpu_passes(
+    program: ir.ProgramIR, schedule: ProgramSchedule, vendor: str, dim_sizes: Mapping[str, int] | None = None,
+    notes: list[str] | None = None,
+) -> tuple[ir.ProgramIR, ir.ProgramIR, dict[str, KernelLaunch]]:  # fmt: skip
     """(the IR the schedule applies to, the final IR, every kernel's launch): the schedule
-    resolved once; ScheduleError before any code is generated."""
+    resolved once; ScheduleError before any code is generated. With the call's horizontal
+    `dim_sizes`, the schedule's tuned entries apply where they hold (tuned.py; what each did is
+    appended to `notes`)."""
     scheduled = fuse(program, schedule)
+    if dim_sizes is not None:
+        schedule, said = tuned.applied(schedule, scheduled, dim_sizes)
+        if notes is not None:
+            notes.extend(said)
     launches = resolve(scheduled, schedule, vendor)
     return scheduled, hoist_per_launch(scheduled, launches), launches
 

@@ -195,6 +195,10 @@ class ProgramSchedule:
     # temporaries recomputed in their readers (icoforge.backend.inline, every target): "auto" (where
     # the byte model says it moves fewer bytes), "all" (wherever legal) or "off"
     inline: str = "auto"
+    # tuned kernel schedules from the package's database (icoforge.backend.tuned.TunedKernel): only
+    # the default schedule of a backend on a known device carries them; each applies where its
+    # kernel's code, device and size class match (`tuned.applied`). Not part of the JSON form.
+    tuned: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         if self.inline not in INLINE_POLICIES:
@@ -266,7 +270,8 @@ class ProgramSchedule:
         return cls.from_json(json.loads(text))
 
     def key(self) -> str:
-        return self.dumps()
+        tuned = ",".join(f"{t.kernel}:{t.fingerprint}" for t in self.tuned)
+        return self.dumps() + (f" tuned[{tuned}]" if tuned else "")
 
 
 def schedule_from_text(text: str, vendor: str, where: str = "schedule") -> ProgramSchedule:

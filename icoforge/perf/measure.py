@@ -86,10 +86,9 @@ def cpu_description() -> tuple[str, float, str]:
 
 
 def gpu_description() -> tuple[str, float | None]:
-    import cupy as cp
+    from icoforge.backend.gpu import device_name
 
-    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    name = device_name() or "no GPU"
     peak = next((v for k, v in GPU_FP64_PEAK.items() if k in name), None)
     return name, peak
 

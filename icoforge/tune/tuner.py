@@ -25,6 +25,7 @@ import pathlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from icoforge.backend import tuned as tuned_db
 from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule, ScheduleError
 from icoforge.errors import IcoforgeError
 from icoforge.perf.timing import Stats
@@ -132,6 +133,10 @@ class TuneResult:
     default_whole_s: float
     tuned_whole_s: float  # the picks together
     kept_default: bool = False  # the picks together were not faster: `schedule` is the vendor default
+    # what the package's database of tuned schedules needs (icoforge/backend/tuned.py): each
+    # kernel's code fingerprint and the grid's horizontal sizes (`python -m icoforge.tune.database`)
+    fingerprints: tuple[tuple[str, str], ...] = ()
+    dim_sizes: tuple[tuple[str, int], ...] = ()
 
     @property
     def differing(self) -> list[CandidateRun]:
@@ -146,6 +151,7 @@ class TuneResult:
             "device": self.device, "emulated": self.emulated, "min_gain": self.min_gain,
             "default_whole_s": self.default_whole_s, "tuned_whole_s": self.tuned_whole_s, "kept_default": self.kept_default,
             "schedule": self.schedule.to_json(),
+            "fingerprints": dict(self.fingerprints), "dim_sizes": dict(self.dim_sizes),
             "picks": [{"kernel": p.kernel, "default_s": p.default_s, "best_s": p.best_s, "best": p.best_id,
                        "schedule": p.schedule.to_json()} for p in self.picks],
             "candidates": [{"id": r.id, "schedule": r.schedule.to_json(), "status": r.status, "detail": r.detail,
@@ -324,7 +330,16 @@ def tune_program(
         emulated=target.emulated, min_gain=min_gain, runs=tuple(runs), picks=tuple(picks),
         schedule=ProgramSchedule(default=base) if kept_default else tuned,
         default_whole_s=default_run.whole.median, tuned_whole_s=final.whole.median, kept_default=kept_default,
+        fingerprints=_fingerprints(pir),
+        dim_sizes=tuple(sorted(tuned_db.dim_sizes_of(offset_provider or {}).items())),
     )  # fmt: skip
+
+
+def _fingerprints(pir: Any) -> tuple[tuple[str, str], ...]:
+    """Each kernel's code fingerprint (the database's check that an entry is for today's code)."""
+    from icoforge.backend import ir
+
+    return tuple((k.name, tuned_db.kernel_fingerprint(k)) for k in pir.kernels()) if isinstance(pir, ir.ProgramIR) else ()
 
 
 def tune_suite_program(

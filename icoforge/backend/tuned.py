@@ -1,0 +1,131 @@
+"""Tuned kernel schedules shipped with the package: what `icoforge tune` found on a GPU, applied by
+the default schedule where it was measured (issue 17, item 2).
+
+The database (`tuned_schedules.json` beside this module) holds one entry per tuned kernel:
+
+    {"kernel": "comp_adve_hori_mome_k0", "program": ..., "vendor": "cuda", "device": "NVIDIA H200",
+     "dim_sizes": {"Cell": 327680, "Edge": 491520, ...}, "fingerprint": "3f0c...",
+     "schedule": {...}, "measured": "benchmarks/.../tune/....md: 199.8 -> 152.9 us"}
+
+An entry applies to a kernel only where it was verified:
+* the same vendor and device name (the main process reads it from CuPy when it makes the
+  backend; compile workers see no GPU): an H200 tuning says nothing about an MI300;
+* the kernel's code is the one tuned: `fingerprint` hashes the kernel IR (name, kind, levels,
+  body, with the horizontal bounds left out), so a change of the lowering or of a static argument
+  that changes the code drops the entry instead of applying a stale measurement;
+* the grid is of the same size class: every horizontal dimension the call's neighbour tables
+  size is within a factor 2 of the tuned grid's (R2B6 entries do not apply to R2B5 or R2B7).
+A schedule given by the user (`--schedule`, `$ICOFORGE_SCHEDULE`) gets no tuned entries; the
+entries never override a kernel's explicit `per_kernel` schedule. Schedules do not change results:
+the tuner checked each candidate bit for bit against the default before timing it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import pathlib
+from collections.abc import Mapping
+
+from icoforge.backend import ir
+from icoforge.backend.schedule import ProgramSchedule, Schedule, ScheduleError
+
+DATABASE = pathlib.Path(__file__).with_name("tuned_schedules.json")
+SIZE_FACTOR = 2.0  # a dimension's size may differ this much from the tuned grid's
+
+
+@dataclasses.dataclass(frozen=True)
+class TunedKernel:
+    kernel: str
+    program: str
+    vendor: str
+    device: str
+    dim_sizes: tuple[tuple[str, int], ...]
+    fingerprint: str
+    schedule: Schedule
+    measured: str = ""
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "TunedKernel":
+        keys = {f.name for f in dataclasses.fields(cls)}
+        if missing := keys - {"measured"} - set(d):
+            raise ScheduleError(f"tuned schedule entry {d.get('kernel', '?')}: missing {sorted(missing)}")
+        if unknown := set(d) - keys:
+            raise ScheduleError(f"tuned schedule entry {d.get('kernel', '?')}: unknown keys {sorted(unknown)}")
+        return cls(
+            kernel=d["kernel"], program=d["program"], vendor=d["vendor"], device=d["device"],
+            dim_sizes=tuple(sorted((str(k), int(v)) for k, v in d["dim_sizes"].items())),
+            fingerprint=d["fingerprint"], schedule=Schedule.from_json(d["schedule"]), measured=d.get("measured", ""),
+        )  # fmt: skip
+
+    def to_json(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["dim_sizes"] = dict(self.dim_sizes)
+        d["schedule"] = self.schedule.to_json()
+        return d
+
+    def fits(self, dim_sizes: Mapping[str, int]) -> bool:
+        """Whether a call with these horizontal sizes is in the tuned grid's size class."""
+        shared = [(n, dim_sizes[d]) for d, n in self.dim_sizes if d in dim_sizes]
+        return bool(shared) and all(n / SIZE_FACTOR <= m <= n * SIZE_FACTOR for n, m in shared)
+
+
+def kernel_fingerprint(kernel: ir.Kernel) -> str:
+    """A hash of the kernel's code without its horizontal bounds (those are the size class's)."""
+    d = kernel.domain
+    text = str(dataclasses.replace(kernel, domain=dataclasses.replace(d, h_start=None, h_end=None)))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def load(path: pathlib.Path = DATABASE) -> tuple[TunedKernel, ...]:
+    if not path.exists():
+        return ()
+    data = json.loads(path.read_text())
+    return tuple(TunedKernel.from_json(e) for e in data.get("kernels", ()))
+
+
+def for_device(vendor: str, device: str | None, entries: tuple[TunedKernel, ...] | None = None) -> tuple[TunedKernel, ...]:
+    """The entries measured on this vendor's `device` (None: no device known, none apply)."""
+    if device is None:
+        return ()
+    return tuple(e for e in (load() if entries is None else entries) if e.vendor == vendor and e.device == device)
+
+
+def applied(schedule: ProgramSchedule, program: ir.ProgramIR, dim_sizes: Mapping[str, int]) -> tuple[ProgramSchedule, tuple[str, ...]]:
+    """`schedule` with its tuned entries that hold for `program`'s kernels (as scheduled: fused
+    kernels have their own names) at these sizes made per-kernel schedules; and, for the log, one
+    line per entry of this program saying whether it applied and why not."""
+    mine = [e for e in schedule.tuned if e.program == program.name]
+    if not mine:
+        return schedule, ()
+    kernels = {k.name: k for k in program.kernels()}
+    explicit = dict(schedule.per_kernel)
+    notes: list[str] = []
+    for e in mine:
+        k = kernels.get(e.kernel)
+        if k is None:
+            notes.append(f"{e.kernel}: not in the program as scheduled (fused or renamed): not applied")
+        elif e.kernel in explicit:
+            notes.append(f"{e.kernel}: the schedule names it: not applied")
+        elif kernel_fingerprint(k) != e.fingerprint:
+            notes.append(f"{e.kernel}: its code changed since it was tuned: not applied")
+        elif not e.fits(dim_sizes):
+            notes.append(f"{e.kernel}: tuned on {dict(e.dim_sizes)}, this call has {dict(dim_sizes)}: not applied")
+        else:
+            schedule = schedule.with_kernel(e.kernel, e.schedule)
+            notes.append(f"{e.kernel}: tuned schedule applied ({e.schedule.describe()})")
+    return schedule, tuple(notes)
+
+
+def dim_sizes_of(offset_provider: Mapping) -> dict[str, int]:
+    """Horizontal dimension sizes from a GT4Py offset provider: a neighbour table's rows are its
+    source dimension's points."""
+    sizes: dict[str, int] = {}
+    for conn in offset_provider.values():
+        domain = getattr(conn, "domain", None)
+        shape = getattr(getattr(conn, "ndarray", None), "shape", None)
+        if domain is None or not shape:
+            continue
+        sizes.setdefault(domain.dims[0].value, int(shape[0]))
+    return sizes

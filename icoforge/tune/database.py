@@ -1,0 +1,85 @@
+"""Add what `icoforge tune` found to the package's database of tuned schedules
+(icoforge/backend/tuned_schedules.json; how entries apply: icoforge/backend/tuned.py).
+
+    python -m icoforge.tune.database TUNE.json [TUNE.json ...] --measured "benchmarks/.../tune"
+
+TUNE.json is `icoforge tune --json` output from a GPU (not the emulation). A kernel enters the
+database when the tuner picked a candidate other than the default for it and the picks together
+were faster than the default as a whole call (`kept_default` false). An entry replaces one of the
+same kernel and device. `--fingerprints FILE` gives the kernels' fingerprints where the tuner's
+JSON lacks them (tunes from before the tuner recorded them): {program: {kernel: fingerprint}},
+computed with the code that was tuned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+from collections.abc import Mapping
+from typing import Any
+
+from icoforge.backend import tuned
+from icoforge.errors import IcoforgeError
+
+
+def entries(result: Mapping[str, Any], measured: str, fingerprints: Mapping[str, str] | None = None) -> list[tuned.TunedKernel]:
+    """The database entries of one program's tune result."""
+    if result.get("emulated"):
+        raise IcoforgeError(f"{result['program']}: tuned on the CPU emulation; its times mean nothing")
+    if result.get("kept_default"):
+        return []
+    prints = dict(result.get("fingerprints") or fingerprints or {})
+    sizes = result.get("dim_sizes") or {}
+    if not sizes:
+        raise IcoforgeError(f"{result['program']}: the tune result has no dim_sizes (pass a newer tune JSON)")
+    out = []
+    for p in result["picks"]:
+        if p["best"] == "default":
+            continue
+        if p["kernel"] not in prints:
+            raise IcoforgeError(f"{p['kernel']}: no fingerprint (the tune JSON lacks them: pass --fingerprints)")
+        out.append(tuned.TunedKernel.from_json({
+            "kernel": p["kernel"], "program": result["program"], "vendor": result["vendor"], "device": result["device"],
+            "dim_sizes": sizes, "fingerprint": prints[p["kernel"]], "schedule": p["schedule"],
+            "measured": f"{measured}: {result['grid']}/{result['levels']}, {p['best']}, "
+                        f"{p['default_s'] * 1e6:.1f} -> {p['best_s'] * 1e6:.1f} us; whole call "
+                        f"{result['default_whole_s'] * 1e6:.1f} -> {result['tuned_whole_s'] * 1e6:.1f} us",
+        }))  # fmt: skip
+    return out
+
+
+def merged(old: list[tuned.TunedKernel], new: list[tuned.TunedKernel]) -> list[tuned.TunedKernel]:
+    replaced = {(e.kernel, e.vendor, e.device) for e in new}
+    kept = [e for e in old if (e.kernel, e.vendor, e.device) not in replaced]
+    return sorted(kept + new, key=lambda e: (e.vendor, e.device, e.program, e.kernel))
+
+
+def write(kernels: list[tuned.TunedKernel], path: pathlib.Path = tuned.DATABASE) -> None:
+    doc = {
+        "about": "tuned kernel schedules applied by the default schedule where they hold (icoforge/backend/tuned.py); "
+                 "add with `python -m icoforge.tune.database`",
+        "kernels": [e.to_json() for e in kernels],
+    }  # fmt: skip
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("tune_json", nargs="+", help="`icoforge tune --json` output from a GPU")
+    p.add_argument("--measured", required=True, help="where the measurement is recorded (a benchmarks/ path)")
+    p.add_argument("--fingerprints", help="JSON {program: {kernel: fingerprint}} for tune results without them")
+    p.add_argument("--database", default=str(tuned.DATABASE), help="database file (default: the package's)")
+    args = p.parse_args(argv)
+    prints = json.loads(pathlib.Path(args.fingerprints).read_text()) if args.fingerprints else {}
+    new: list[tuned.TunedKernel] = []
+    for f in args.tune_json:
+        for result in json.loads(pathlib.Path(f).read_text())["results"]:
+            new += entries(result, args.measured, prints.get(result["program"]))
+    path = pathlib.Path(args.database)
+    write(merged(list(tuned.load(path)), new), path)
+    print(f"{path}: {len(new)} kernel schedule(s) added or replaced")
+
+
+if __name__ == "__main__":
+    main()

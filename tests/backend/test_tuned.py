@@ -1,0 +1,136 @@
+"""The package's database of tuned schedules (icoforge.backend.tuned): an entry applies to a kernel
+only on its device, for the code it was tuned on, at grid sizes of its class, and never over a
+schedule the user gave; the shipped database is well-formed, and (slow) its fingerprints match
+the code the programs lower to today on the grid they were tuned on."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from icoforge.backend import gpu, ir, pipeline, tuned
+from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule
+from icoforge.tune import database
+
+DOM = ir.Domain("Cell", ir.Const(0, "int32"), ir.Const(8, "int32"), ir.Const(0, "int32"), ir.Const(4, "int32"))
+SIZES = {"Cell": 1000, "Edge": 1500}
+
+
+def one_kernel_program(value: float = 1.0, h_end: int = 8) -> ir.ProgramIR:
+    dom = dataclasses.replace(DOM, h_end=ir.Const(h_end, "int32"))
+    k = ir.Kernel("p_k0", dom, (ir.Store("out", ir.Const(value, "float64")),))
+    params = (ir.FieldParam("out", ("Cell", "K"), "float64"),)
+    return ir.ProgramIR("p", params, (), (), (k,), dim_kinds=(("Cell", "horizontal"), ("K", "vertical")))
+
+
+def entry(program: ir.ProgramIR, **changes) -> tuned.TunedKernel:
+    e = tuned.TunedKernel(
+        kernel="p_k0", program="p", vendor="cuda", device="NVIDIA H200", dim_sizes=tuple(SIZES.items()),
+        fingerprint=tuned.kernel_fingerprint(program.kernels()[0]), schedule=Schedule(block=(128, 1), k_per_thread=4),
+    )  # fmt: skip
+    return dataclasses.replace(e, **changes)
+
+
+def launched_block(program: ir.ProgramIR, schedule: ProgramSchedule, sizes) -> tuple[int, int]:
+    notes: list[str] = []
+    _, _, launches = pipeline.gpu_passes(program, schedule, "cuda", sizes, notes)
+    return launches["p_k0"].block
+
+
+def default_with(*entries) -> ProgramSchedule:
+    return ProgramSchedule(default=VENDOR_DEFAULTS["cuda"], tuned=entries)
+
+
+def test_an_entry_applies_to_its_kernel_at_sizes_of_its_class_whatever_the_horizontal_bounds():
+    p = one_kernel_program()
+    e = entry(p)
+    assert launched_block(p, default_with(e), SIZES) == (128, 1)
+    # the horizontal bounds are the size class's business, not the fingerprint's
+    assert tuned.kernel_fingerprint(one_kernel_program(h_end=1000).kernels()[0]) == e.fingerprint
+    assert launched_block(p, default_with(e), {"Cell": 1900, "Edge": 800}) == (128, 1)
+
+
+def test_an_entry_does_not_apply_to_changed_code_other_sizes_or_over_the_users_schedule():
+    p = one_kernel_program()
+    e = entry(p)
+    changed = one_kernel_program(value=2.0)
+    assert launched_block(changed, default_with(e), SIZES) == VENDOR_DEFAULTS["cuda"].block
+    assert launched_block(p, default_with(e), {"Cell": 2001}) == VENDOR_DEFAULTS["cuda"].block
+    assert launched_block(p, default_with(e), {"Vertex": 1000}) == VENDOR_DEFAULTS["cuda"].block  # no shared dimension
+    mine = default_with(e).with_kernel("p_k0", Schedule(block=(64, 2)))
+    assert launched_block(p, mine, SIZES) == (64, 2)
+    notes: list[str] = []
+    pipeline.gpu_passes(changed, default_with(e), "cuda", SIZES, notes)
+    assert notes == ["p_k0: its code changed since it was tuned: not applied"]
+
+
+def test_entries_are_for_their_device_only_and_none_without_a_device():
+    p = one_kernel_program()
+    e = entry(p)
+    assert tuned.for_device("cuda", "NVIDIA H200", (e,)) == (e,)
+    assert tuned.for_device("cuda", "NVIDIA A100-SXM4-80GB", (e,)) == ()
+    assert tuned.for_device("hip", "NVIDIA H200", (e,)) == ()
+    assert tuned.for_device("cuda", None, (e,)) == ()
+
+
+def test_the_default_gpu_backend_carries_the_entries_of_its_device(monkeypatch):
+    monkeypatch.setattr(gpu, "device_name", lambda: "NVIDIA H200")
+    carried = gpu.make_gpu_backend("cuda").executor.schedule.tuned
+    assert carried and {e.device for e in carried} == {"NVIDIA H200"}
+    given = ProgramSchedule(default=VENDOR_DEFAULTS["cuda"])
+    assert gpu.make_gpu_backend("cuda", given).executor.schedule.tuned == ()
+    monkeypatch.setattr(gpu, "device_name", lambda: None)
+    assert gpu.make_gpu_backend("cuda").executor.schedule.tuned == ()
+
+
+def test_the_database_tool_takes_picks_of_gpu_tunes_only(tmp_path):
+    result = {
+        "program": "p", "grid": "G", "levels": 4, "vendor": "cuda", "device": "NVIDIA H200", "emulated": False,
+        "kept_default": False, "default_whole_s": 2e-3, "tuned_whole_s": 1e-3, "dim_sizes": SIZES,
+        "fingerprints": {"p_k0": "abc", "p_k1": "def"},
+        "picks": [{"kernel": "p_k0", "default_s": 1e-3, "best_s": 5e-4, "best": "kpt4", "schedule": Schedule(k_per_thread=4).to_json()},
+                  {"kernel": "p_k1", "default_s": 1e-3, "best_s": 1e-3, "best": "default", "schedule": Schedule().to_json()}],
+    }  # fmt: skip
+    got = database.entries(result, "here")
+    assert [(e.kernel, e.schedule.k_per_thread, e.fingerprint) for e in got] == [("p_k0", 4, "abc")]
+    assert database.entries({**result, "kept_default": True}, "here") == []
+    with pytest.raises(Exception, match="emulation"):
+        database.entries({**result, "emulated": True}, "here")
+    path = tmp_path / "db.json"
+    database.write(database.merged([], got), path)
+    database.write(database.merged(list(tuned.load(path)), got), path)  # a second add replaces
+    assert len(tuned.load(path)) == 1
+
+
+def test_the_shipped_database_is_well_formed():
+    doc = json.loads(tuned.DATABASE.read_text())
+    entries = tuned.load()
+    assert len(entries) == len(doc["kernels"]) > 0
+    from icoforge.suite import get_program
+
+    for e in entries:
+        get_program(e.program)  # a program of the suite
+        assert e.measured.startswith("benchmarks/"), e.measured
+        assert dict(e.dim_sizes) and len(e.fingerprint) == 16
+
+
+@pytest.mark.slow
+def test_the_shipped_fingerprints_match_todays_code_on_the_grid_they_were_tuned_on():
+    """A lowering change that alters a tuned kernel drops its entry (correct, but the tuning is
+    then lost): this test says so, so that the kernel is tuned again or the change is looked at."""
+    from icoforge.grids import load_grid
+    from icoforge.perf.static import suite_program_ir
+    from icoforge.suite import get_program, make_inputs
+
+    entries = tuned.load()
+    grid = load_grid("R2B6", levels=80, show_progress=False)
+    assert {d: n for d, n in entries[0].dim_sizes} == tuned.dim_sizes_of(grid.connectivities)
+    stale = []
+    for name in sorted({e.program for e in entries}):
+        info = get_program(name)
+        pir = suite_program_ir(info, grid, make_inputs(info, grid, 0))
+        prints = {k.name: tuned.kernel_fingerprint(k) for k in pir.kernels()}
+        stale += [e.kernel for e in entries if e.program == name and prints.get(e.kernel) != e.fingerprint]
+    assert stale == []
