@@ -81,8 +81,11 @@ def kernel_fingerprint(kernel: ir.Kernel) -> str:
 def load(path: pathlib.Path = DATABASE) -> tuple[TunedKernel, ...]:
     if not path.exists():
         return ()
-    data = json.loads(path.read_text())
-    return tuple(TunedKernel.from_json(e) for e in data.get("kernels", ()))
+    try:
+        data = json.loads(path.read_text())
+        return tuple(TunedKernel.from_json(e) for e in data["kernels"])
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # a broken file: say which, never guess
+        raise ScheduleError(f"{path}: not a database of tuned schedules ({type(e).__name__}: {e})") from None
 
 
 def for_device(vendor: str, device: str | None, entries: tuple[TunedKernel, ...] | None = None) -> tuple[TunedKernel, ...]:

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from icoforge.backend import gpu, ir, pipeline, tuned
-from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule
+from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule, ScheduleError
 from icoforge.tune import database
 
 DOM = ir.Domain("Cell", ir.Const(0, "int32"), ir.Const(8, "int32"), ir.Const(0, "int32"), ir.Const(4, "int32"))
@@ -102,6 +102,16 @@ def test_the_database_tool_takes_picks_of_gpu_tunes_only(tmp_path):
     database.write(database.merged([], got), path)
     database.write(database.merged(list(tuned.load(path)), got), path)  # a second add replaces
     assert len(tuned.load(path)) == 1
+
+
+def test_a_broken_database_file_is_named_in_the_error(tmp_path):
+    path = tmp_path / "db.json"
+    path.write_text('{"kernels": [{"kernel": "p_k0"')
+    with pytest.raises(ScheduleError, match="db.json: not a database"):
+        tuned.load(path)
+    path.write_text('{"kernels": [{"kernel": "p_k0"}]}')
+    with pytest.raises(ScheduleError, match="missing"):
+        tuned.load(path)
 
 
 def test_the_shipped_database_is_well_formed():
