@@ -13,10 +13,14 @@ checked here (and in gt4py_speedups.py, whose patches are on only for these vers
 | compilations in flight | `otf.compiled_program._ongoing_compilations` | `ongoing_compilations` |
 | eve's tree machinery (faster passes) | see gt4py_speedups.py | workflow.gt4py_passes |
 | GT4Py's passes one by one, stopped before the fusion loop | `iterator.transforms.*` (pass_manager's list), `pass_manager._process_symbolic_domains_option`, `fuse_as_fieldop._arg_inline_predicate` | gt4py_early.early_transforms |
+| dead-code elimination with GT4Py's rules and result | `collapse_tuple._is_trivial_make_tuple_call`, `collapse_tuple._is_trivial_or_tuple_thereof_expr`, `ConstantFolding.fp_transform`, `itir.Program._NODE_SYMBOLS_`, the rules of `CollapseTuple` and `inline_lambda` (transcribed) | dead_code.dead_code_elimination |
+| the names a pass draws, drawn again after a fallback | `eve.utils.SequentialIDGenerator.counter` (an `itertools.count`) | `save_uids`, `restore_uids` (dead_code) |
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -89,3 +93,21 @@ def ongoing_compilations() -> list[Any]:
         return list(compiled_program._ongoing_compilations.keys())
     except (ImportError, AttributeError):
         return []
+
+
+def save_uids(uids: Any, prefixes: tuple[str, ...]) -> dict[str, int]:
+    """The number of the next name `uids` (an `IDGeneratorPool`) gives for each prefix, to go back
+    there with `restore_uids`. Reading it takes a number from the prefix's `SequentialIDGenerator`
+    counter, so the generator is replaced by one that gives that number next."""
+    saved = {}
+    for p in prefixes:
+        n = next(uids[p].counter)
+        uids[p] = dataclasses.replace(uids[p], counter=itertools.count(n))
+        saved[p] = n
+    return saved
+
+
+def restore_uids(uids: Any, saved: dict[str, int]) -> None:
+    """The next names drawn from `uids` are those drawn after `save_uids` (again)."""
+    for p, n in saved.items():
+        uids[p] = dataclasses.replace(uids[p], counter=itertools.count(n))
