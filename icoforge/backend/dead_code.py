@@ -34,6 +34,11 @@ the 78 programs of the suite (FLATTEN_AS_FIELDOP_ARGS: an `as_fieldop` argument 
 PROPAGATE_TO_IF_ON_TUPLES_CPS: an `if_` of tuples as a call argument); where one could apply, or a
 type is not known, GT4Py's pass runs instead (`_Unsupported`), as it does for a GT4Py other than
 the one checked (gt4py_compat.CHECKED_GT4PY).
+
+Provenance: to give GT4Py's result name for name, `inline_lambda` and the CollapseTuple rules here
+follow gt4py 1.2.1's inline_lambdas.py and collapse_tuple.py step by step (the traversal around them
+is ours). That code is Copyright (c) 2014-2024, ETH Zurich, under the BSD-3-Clause license, whose
+notice this attribution keeps.
 """
 
 from __future__ import annotations
