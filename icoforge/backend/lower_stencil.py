@@ -103,6 +103,16 @@ class StencilLowering:
         self.emit(ir.Let(var, value))
         return var
 
+    def bind_once(self, hint: str, value: ir.Expr) -> ir.Expr:
+        """`bind`, or the variable an equal value got in this block or an enclosing one."""
+        if isinstance(value, (ir.Const, ir.Var, ir.Param, ir.HIndex, ir.KIndex)):
+            return value
+        var = self.recall(("bound", value))
+        if var is None:
+            var = self.bind(hint, value)
+            self.remember(("bound", value), var)
+        return var
+
     def in_block(self, fn: Callable[[], Value], fence: bool = False, shared: frozenset = frozenset()) -> tuple[tuple[ir.Stmt, ...], Value]:
         self.blocks.append(_Block([], fence=fence, shared=shared))
         try:
@@ -196,7 +206,10 @@ class StencilLowering:
                 acc = step() if cond.value else acc
                 continue
             t_stmts, t_val = self.in_block(step)
+            # named, as GT4Py's UnrollReduce names `_acc`: `c ? acc + x : acc` holds `acc` twice, so
+            # unnamed a six-neighbour V2E sum printed its first product 32 times (132 ld in the PTX, 18 named)
             acc = self._merge(cond, t_stmts, t_val, (), acc)
+            acc = self.bind("acc", acc) if isinstance(acc, ir.Expr) else acc
         return acc
 
     def call(self, node: itir.FunCall, env: dict) -> Value:
@@ -392,6 +405,11 @@ class StencilLowering:
         # gradient under `pg_exdist != 0`) is computed once before them; on the index or host
         # scalars (regions of the domain) values may be computed before the branches
         fence = any(isinstance(x, (ir.Load, ir.Var)) for x in cond.walk())
+        if len(self.blocks) == 1 and _per_column_load(cond):
+            # named once, as GT4Py's CSE names `deref(mask)`: two `if_`s on one mask load it once,
+            # and the hoist pass takes it out of the level loop (in a branch a name would be a
+            # statement there, and the branch an `If` instead of a select)
+            cond = self.bind_once("cond", cond)
         shared = _lazy_fields_read(node.args[1], env) & _lazy_fields_read(node.args[2], env) if fence else frozenset()
         t_stmts, t_val = self.in_block(lambda: self.eval(node.args[1], env), fence, shared)
         f_stmts, f_val = self.in_block(lambda: self.eval(node.args[2], env), fence, shared)
@@ -402,14 +420,11 @@ class StencilLowering:
             if not t_stmts and not f_stmts:
                 return TupleV(tuple(self._merge(cond, (), a, (), b) for a, b in zip(t_val.items, f_val.items)))
             out_vars = [self.fresh("if", self.scalar(a).dtype) for a in t_val.items]
-            for v in out_vars:
-                self.emit(ir.Declare(v))
-            self.emit(
-                ir.If(
-                    cond,
-                    t_stmts + tuple(ir.Let(v, a, declared=True) for v, a in zip(out_vars, t_val.items)),
-                    f_stmts + tuple(ir.Let(v, b, declared=True) for v, b in zip(out_vars, f_val.items)),
-                )
+            self._emit_if(
+                cond,
+                t_stmts + tuple(ir.Let(v, a, declared=True) for v, a in zip(out_vars, t_val.items)),
+                f_stmts + tuple(ir.Let(v, b, declared=True) for v, b in zip(out_vars, f_val.items)),
+                out_vars,
             )
             return TupleV(tuple(out_vars))
         a, b = self.scalar(t_val), self.scalar(f_val)
@@ -417,9 +432,41 @@ class StencilLowering:
         if not t_stmts and not f_stmts:
             return ir.Select(cond, a, b, dtype)
         var = self.fresh("if", dtype)
-        self.emit(ir.Declare(var))
-        self.emit(ir.If(cond, t_stmts + (ir.Let(var, a, declared=True),), f_stmts + (ir.Let(var, b, declared=True),)))
+        self._emit_if(cond, t_stmts + (ir.Let(var, a, declared=True),), f_stmts + (ir.Let(var, b, declared=True),), [var])
         return var
+
+    def _emit_if(self, cond: ir.Expr, then: tuple, orelse: tuple, out_vars: list) -> None:
+        """The `If` (its results declared first), or its branches appended to the last `If` of
+        this block on the same condition where only lets that do not read it stand between:
+        GT4Py's fused stencil makes one select per field of an upwind choice (rho, theta), each
+        its own `if_` here; as two `If`s nvcc loaded the gradient weights both gather twice
+        (compute_rho_theta_pgrad_and_update_vn: 72 ld in the PTX, 66 joined, 62 on the full list)."""
+        stmts = self.blocks[-1].stmts
+        j = len(stmts) - 1
+        while j >= 0 and (isinstance(stmts[j], ir.Declare) or (isinstance(stmts[j], ir.Let) and not stmts[j].declared)):
+            j -= 1
+        if j >= 0 and isinstance(stmts[j], ir.If) and stmts[j].cond == cond:
+            prev, between = stmts[j], stmts[j + 1 :]
+            assigned = _defined((prev,))
+            read = {x.name for s in between for e in ir.stmt_exprs(s) for x in e.walk() if isinstance(x, ir.Var)}
+            read |= {x.name for x in cond.walk() if isinstance(x, ir.Var)}
+            if not assigned & read:
+                del stmts[j:]
+                stmts.extend([*between, *(ir.Declare(v) for v in out_vars)])
+                stmts.append(ir.If(cond, prev.then + then, prev.orelse + orelse))
+                return
+        stmts.extend([*(ir.Declare(v) for v in out_vars), ir.If(cond, then, orelse)])
+
+
+def _per_column_load(e: ir.Expr) -> bool:
+    """A load not on the level (a mask over cells): the same at every level of a column."""
+    nodes = list(e.walk())
+    return any(isinstance(x, ir.Load) for x in nodes) and not any(isinstance(x, (ir.KIndex, ir.Var)) for x in nodes)
+
+
+def _defined(stmts: tuple) -> set[str]:
+    """Names the statements define or assign (through `If` branches)."""
+    return {s.var.name for s in ir.walk_stmts(stmts) if isinstance(s, (ir.Let, ir.Declare))}
 
 
 def _lazy_fields_read(node: itir.Expr, env: dict) -> frozenset:
