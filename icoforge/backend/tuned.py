@@ -12,7 +12,9 @@ An entry applies to a kernel only where it was verified:
   backend; compile workers see no GPU): an H200 tuning says nothing about an MI300;
 * the kernel's code is the one tuned: `fingerprint` hashes the kernel IR (name, kind, levels,
   body, with the horizontal bounds left out), so a change of the lowering or of a static argument
-  that changes the code drops the entry instead of applying a stale measurement;
+  that changes the code drops the entry instead of applying a stale measurement (an entry carried
+  over to new code by hand, without timing, says so in `measured`: four were, in session 15, for
+  a change that reordered statements and merged branches but kept every load);
 * the grid is of the same size class: every horizontal dimension the call's neighbour tables
   size is within a factor 2 of the tuned grid's (R2B6 entries do not apply to R2B5 or R2B7).
 A schedule given by the user (`--schedule`, `$ICOFORGE_SCHEDULE`) gets no tuned entries; the
