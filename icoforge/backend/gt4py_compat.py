@@ -99,11 +99,8 @@ def save_uids(uids: Any, prefixes: tuple[str, ...]) -> dict[str, int]:
     """The number of the next name `uids` (an `IDGeneratorPool`) gives for each prefix, to go back
     there with `restore_uids`. Reading it takes a number from the prefix's `SequentialIDGenerator`
     counter, so the generator is replaced by one that gives that number next."""
-    saved = {}
-    for p in prefixes:
-        n = next(uids[p].counter)
-        uids[p] = dataclasses.replace(uids[p], counter=itertools.count(n))
-        saved[p] = n
+    saved = {p: next(uids[p].counter) for p in prefixes}
+    restore_uids(uids, saved)
     return saved
 
 

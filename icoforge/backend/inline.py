@@ -76,10 +76,6 @@ def _weight(program: ir.ProgramIR, field: str) -> float:
     return 1.0 if {"horizontal", "vertical"} <= kinds else WEIGHT_2D
 
 
-def _loads_in(e: ir.Expr) -> set[str]:
-    return {x.field for x in e.walk() if isinstance(x, ir.Load)}
-
-
 def _accesses(program: ir.ProgramIR, k: ir.Kernel) -> float:
     fields = set(k.fields_read()) | set(k.fields_written())
     return sum(_weight(program, f) for f in fields)
@@ -133,7 +129,7 @@ def _consider(program: ir.ProgramIR, t: ir.Temporary, policy: str) -> tuple[Deci
     prod = recompute.Producer.of(p, t, kinds)
     if prod is None:
         return kept("its producer stores it more than once or under a condition")
-    inputs = _loads_in(prod.expr)
+    inputs = recompute.fields_loaded(prod.expr)
     window = program.steps[site.p_pos : max(pos for pos, _ in site.readers) + 1]
     written = {f for s in window for k in ir.step_kernels(s) for f in k.fields_written()}
     clash = sorted(f for f in inputs & written if not _reads_miss_writes(prod, f, window, site.readers, kinds))

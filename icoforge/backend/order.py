@@ -22,15 +22,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from icoforge.backend import ir
+from icoforge.backend import ir, recompute
 
 
 def _vars(e: ir.Expr) -> set[str]:
     return {x.name for x in e.walk() if isinstance(x, ir.Var)}
-
-
-def _loaded(e: ir.Expr) -> set[str]:
-    return {x.field for x in e.walk() if isinstance(x, ir.Load)}
 
 
 def _straight(k: ir.Kernel) -> bool:
@@ -78,7 +74,7 @@ def order_kernel(k: ir.Kernel) -> ir.Kernel:
         for n in sorted(_vars(st.value) & lets.keys(), key=pos.get):
             emit(n)
         later = [lets[n].value for n in lets if n not in done] + [s.value for s in waiting[1:]]
-        if any(st.field in _loaded(e) for e in later):
+        if any(st.field in recompute.fields_loaded(e) for e in later):
             break  # a later statement must not see the new value: it and the rest go last, in order
         out.append(waiting.pop(0))
     for n in lets:
@@ -92,7 +88,7 @@ def _moved_pairs(before: ir.Kernel, after: ir.Kernel, params: set[str]) -> list[
 
     def loaded_after(body: tuple, field: str) -> set[str]:
         j = next(j for j, s in enumerate(body) if isinstance(s, ir.Store) and s.field == field)
-        return set().union(*(_loaded(s.value) for s in body[j + 1 :]))
+        return set().union(*(recompute.fields_loaded(s.value) for s in body[j + 1 :]))
 
     pairs = []
     for st in (s for s in after.body if isinstance(s, ir.Store) and s.field in params):

@@ -88,6 +88,11 @@ def names_used(stmts: tuple[ir.Stmt, ...], kind: type) -> set:
     return {x.name for x in found} if kind is ir.Var else set(found)
 
 
+def fields_loaded(e: ir.Expr) -> set[str]:
+    """Names of the fields `e` loads."""
+    return {x.field for x in e.walk() if isinstance(x, ir.Load)}
+
+
 def dead_code_removed(body: tuple[ir.Stmt, ...]) -> tuple[ir.Stmt, ...]:
     """`body` without the top-level statements no remaining Store depends on (an `If` goes when it
     stores nothing and defines nothing used later)."""

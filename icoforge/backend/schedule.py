@@ -270,8 +270,7 @@ class ProgramSchedule:
         return cls.from_json(json.loads(text))
 
     def key(self) -> str:
-        tuned = ",".join(f"{t.kernel}:{t.fingerprint}" for t in self.tuned)
-        return self.dumps() + (f" tuned[{tuned}]" if tuned else "")
+        return self.dumps()
 
 
 def schedule_from_text(text: str, vendor: str, where: str = "schedule") -> ProgramSchedule:

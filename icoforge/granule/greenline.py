@@ -119,14 +119,11 @@ def environment() -> dict[str, Any]:
 
 def _gpu_name() -> str | None:
     """The current CUDA/ROCm device's name when a GPU backend has loaded CuPy (never imports it)."""
-    cp = sys.modules.get("cupy")
-    if cp is None:
+    if "cupy" not in sys.modules:
         return None
-    try:
-        name = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"]
-        return name.decode() if isinstance(name, bytes) else str(name)
-    except Exception:  # no device, or a CuPy without runtime bindings: the name is optional
-        return None
+    from icoforge.backend.gpu import device_name
+
+    return device_name()  # None without a device: the name is optional
 
 
 @contextlib.contextmanager
