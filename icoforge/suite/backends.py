@@ -52,7 +52,9 @@ def _icoforge(target: str) -> Callable[[], Any]:
         if target == "cpu":  # the C++ target takes only the schedule's inline policy
             return make_backend(target, schedule=schedule_from_env("cuda") if settings.current().schedule else None)
         vendor = target.removeprefix("emulated-").removesuffix("-on-cuda")  # hip-on-cuda: HIP's schedules
-        return make_backend(target, schedule=schedule_from_env(vendor))
+        # None without --schedule: the backend's default then carries the tuned schedules measured
+        # on this device (backend/tuned.py); a vendor default given here would have none.
+        return make_backend(target, schedule=schedule_from_env(vendor) if settings.current().schedule else None)
 
     return make
 

@@ -63,3 +63,17 @@ def test_checksum_ignores_rounding_noise_but_not_changes():
     assert checksum(a) == checksum({"x": a["x"] * (1 + 1e-15)})
     assert checksum(a) != checksum({"x": a["x"] + 1e-3})
     assert checksum(a) != checksum({"y": a["x"]})
+
+
+def test_icoforge_cuda_by_name_carries_the_tuned_schedules_unless_a_schedule_is_given(monkeypatch):
+    # the granule and `icoforge run` make their backend by name: without --schedule it must be
+    # the backend's own default, the one that carries this device's tuned schedules
+    from icoforge import settings
+    from icoforge.backend import gpu
+    from icoforge.suite.backends import BACKEND_FACTORIES
+
+    monkeypatch.setattr(gpu, "device_name", lambda: "NVIDIA H200")
+    with settings.overridden(schedule=""):
+        assert BACKEND_FACTORIES["icoforge-cuda"]().executor.schedule.tuned
+    with settings.overridden(schedule='{"default": {"block": [128, 1]}}'):
+        assert BACKEND_FACTORIES["icoforge-cuda"]().executor.schedule.tuned == ()
