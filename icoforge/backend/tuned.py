@@ -113,8 +113,8 @@ def applied(schedule: ProgramSchedule, program: ir.ProgramIR, dim_sizes: Mapping
             notes.append(f"{e.kernel}: not in the program as scheduled (fused or renamed): not applied")
         elif e.kernel in explicit:
             notes.append(f"{e.kernel}: the schedule names it: not applied")
-        elif kernel_fingerprint(k) != e.fingerprint:
-            notes.append(f"{e.kernel}: its code changed since it was tuned: not applied")
+        elif (now := kernel_fingerprint(k)) != e.fingerprint:
+            notes.append(f"{e.kernel}: its code changed since it was tuned (fingerprint {now}, tuned {e.fingerprint}): not applied")
         elif not e.fits(dim_sizes):
             notes.append(f"{e.kernel}: tuned on {dict(e.dim_sizes)}, this call has {dict(dim_sizes)}: not applied")
         else:

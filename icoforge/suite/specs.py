@@ -213,6 +213,19 @@ class SpecContext:
         return cast_scalar(raw, dtype)
 
 
+def parse_scalar(text: str, dtype: str) -> Any:
+    """A scalar written on a command line ("3", "True", "0.5") -> the GT4Py type of `dtype`;
+    ValueError names what was expected."""
+    if dtype == "bool":
+        if text.lower() not in ("true", "false", "1", "0"):
+            raise ValueError(f"{text!r} is not a bool (True, False, 1 or 0)")
+        return cast_scalar(text.lower() in ("true", "1"), dtype)
+    try:
+        return cast_scalar(int(text) if dtype.startswith("int") else float(text), dtype)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a {dtype}") from None
+
+
 def cast_scalar(value: Any, dtype: str) -> Any:
     """Python/numpy value -> the scalar type GT4Py expects for `dtype`."""
     if dtype == "bool":

@@ -342,21 +342,40 @@ def _fingerprints(pir: Any) -> tuple[tuple[str, str], ...]:
     return tuple((k.name, tuned_db.kernel_fingerprint(k)) for k in pir.kernels()) if isinstance(pir, ir.ProgramIR) else ()
 
 
+def static_overrides(info: Any, texts: Mapping[str, str]) -> dict[str, Any]:
+    """`--static-value NAME=VALUE` of `icoforge tune`, checked against the program's static scalars."""
+    from icoforge.suite.runner import static_param_names
+    from icoforge.suite.specs import parse_scalar
+
+    valid = static_param_names(info, "icon4py")
+    unknown = sorted(set(texts) - set(valid))
+    if unknown:
+        raise IcoforgeError(f"--static-value: {', '.join(unknown)} not a static scalar of {info.name}; "
+                            f"its static scalars: {', '.join(valid) or 'none'}")  # fmt: skip
+    try:
+        return {n: parse_scalar(t, info.param(n).dtype) for n, t in texts.items()}
+    except ValueError as e:
+        raise IcoforgeError(f"--static-value: {e}") from None
+
+
 def tune_suite_program(
     name: str, grid: Any, backend: str = "icoforge-cuda", space: str = "quick", *, repeat: int = 20,
     seed: int = 0, min_gain: float = 0.03, progress: Progress = lambda what, done, total: None, jobs: int = 1,
+    static_values: Mapping[str, str] | None = None,
 ) -> TuneResult:  # fmt: skip
     """Tune suite program `name` on `grid` (an icoforge grid) with the suite's random inputs and
-    static scalars, as `icoforge run` compiles it."""
+    static scalars, as `icoforge run` compiles it. `static_values` (NAME -> text) replace static
+    scalars, e.g. those of a granule variant (its log prints them where a tuned entry did not apply)."""
     from icoforge.perf.static import suite_program_ir
     from icoforge.suite import get_backend, get_program, make_inputs
     from icoforge.tune.space import candidates
 
     target = target_for_backend(backend)
     info = get_program(name)
+    overrides = static_overrides(info, static_values or {})
     progress(f"inputs and kernel IR of {name}", 0, 1)
     allocator = None if target.emulated else get_backend(f"icoforge-{target.vendor}")
-    args = make_inputs(info, grid, seed, allocator=allocator)
+    args = {**make_inputs(info, grid, seed, allocator=allocator), **overrides}
     pir = suite_program_ir(info, grid, args)
     outputs = tuple(o for o in info.outputs if o in args)
     return tune_program(

@@ -63,7 +63,18 @@ def test_an_entry_does_not_apply_to_changed_code_other_sizes_or_over_the_users_s
     assert launched_block(p, mine, SIZES) == (64, 2)
     notes: list[str] = []
     pipeline.gpu_passes(changed, default_with(e), "cuda", SIZES, notes)
-    assert notes == ["p_k0: its code changed since it was tuned: not applied"]
+    now, then = tuned.kernel_fingerprint(changed.kernels()[0]), e.fingerprint
+    assert notes == [f"p_k0: its code changed since it was tuned (fingerprint {now}, tuned {then}): not applied"]
+
+
+def test_the_static_arguments_of_a_variant_are_printed_as_tune_takes_them():
+    import types
+
+    from gt4py.next.otf import arguments
+
+    statics = {"nflatlev": arguments.StaticArg(value=5), "limited_area": arguments.StaticArg(value=False), "x": None}
+    inp = types.SimpleNamespace(args=types.SimpleNamespace(argument_descriptor_contexts={arguments.StaticArg: statics}))
+    assert gpu._static_arguments(inp) == "limited_area=False nflatlev=5"
 
 
 def test_entries_are_for_their_device_only_and_none_without_a_device():
@@ -144,3 +155,4 @@ def test_the_shipped_fingerprints_match_todays_code_on_the_grid_they_were_tuned_
         prints = {k.name: tuned.kernel_fingerprint(k) for k in pir.kernels()}
         stale += [e.kernel for e in entries if e.program == name and prints.get(e.kernel) != e.fingerprint]
     assert stale == []
+

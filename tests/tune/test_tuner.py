@@ -19,6 +19,7 @@ from icoforge.errors import IcoforgeError
 from icoforge.perf.timing import Stats
 from icoforge.suite.backends import schedule_from_env
 from icoforge.tune import Target, candidates, tune_program, tune_suite_program, write_schedule
+from icoforge.suite.catalogue import get_program
 from icoforge.tune.tuner import CandidateRun, pick_per_kernel
 
 SMALL = "compute_perturbed_quantities_and_interpolation"  # 10 kernels, maps with k offsets
@@ -314,7 +315,9 @@ def test_tune_command_refuses_an_unknown_program_before_any_work(capsys):
 
 @pytest.mark.parametrize(
     "extra, message",
-    [(["--min-gain", "1.5"], "--min-gain"), (["--repeat", "0"], "--repeat")],
+    [(["--min-gain", "1.5"], "--min-gain"), (["--repeat", "0"], "--repeat"),
+     (["--static-value", "no_such=1"], "its static scalars: "), (["--static-value", "vertical_end"], "NAME=VALUE"),
+     (["--static-value", "vertical_end=ten"], "'ten' is not a int32")],
 )
 def test_tune_command_refuses_bad_options_in_one_line(extra, message, capsys):
     argv = ["tune", "compute_hydrostatic_correction_term", "--backend", "icoforge-emulated-cuda", *extra]
@@ -345,3 +348,18 @@ def test_tune_on_the_gpu_verifies_every_candidate(tiny_grid):
     assert {r.status for r in result.runs} <= {"OK", "REFUSED"}
     assert 0 < result.tuned_whole_s < 1 and 0 < result.default_whole_s < 1
     assert all(p.best_s <= p.default_s for p in result.picks)
+
+
+@pytest.mark.slow  # two emulated tunes: about a minute
+def test_a_static_value_replaces_the_suites_and_reaches_the_compiled_code(tiny_grid):
+    # --static-value: how a granule variant (the values its log prints) is tuned, not the suite's
+    from icoforge.tune.tuner import static_overrides
+
+    info = get_program("compute_hydrostatic_correction_term")
+    with pytest.raises(IcoforgeError, match="static scalars: .*vertical_end"):
+        static_overrides(info, {"nflatlev": "3"})
+    start = tiny_grid.num_levels - 2  # the suite's: the last level alone
+    assert static_overrides(info, {"vertical_start": str(start)}) == {"vertical_start": start}
+    runs = [tune_suite_program(info.name, tiny_grid, "icoforge-emulated-cuda", "quick", repeat=1, static_values=values)
+            for values in ({}, {"vertical_start": str(start)})]  # fmt: skip
+    assert runs[0].fingerprints != runs[1].fingerprints  # a constant bound in the kernel: other code
