@@ -77,6 +77,12 @@ nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=
     echo "== fingerprints: icoforge-cuda $AB_LABEL ($AB_SCHEDULE) vs the default ($TAG): bit-identical expected =="
     python3 -m icoforge.granule.golden compare $W/ref-$AB_LABEL-$TAG.json $W/ref-icoforge-$TAG.json
   fi
+  # what the package's tuned schedules did (session 16: none applied, and nobody saw it in the tables)
+  echo "== tuned kernel schedules per run (the compile log's [icoforge] lines) =="
+  for f in $W/gl-$TAG-*.log; do
+    echo "$(basename $f .log): $(grep -c 'tuned schedule applied' $f) applied, $(grep -c ': not applied' $f) not"
+    grep ': not applied\|static arguments' $f | sort -u | cut -c1-240
+  done
   cat $W/clocks-start.csv $W/clocks-end.csv
 } > $OUT/summary.txt 2>&1
 for f in $W/*.log; do echo "--- $f"; grep -E "Error|error|Traceback" $f | head -3; tail -2 $f; done
