@@ -1,0 +1,37 @@
+#!/bin/bash
+# One device call (issue 17): tune kernels in the program variants the granule compiles, for the
+# package's database of tuned schedules (icoforge/backend/tuned_schedules.json).
+#
+#   run(carry=[".whl"], timeout_s=600, command="bash scripts/device/run_tune_granule.sh")
+#
+# The granule compiles programs with icon4py's static arguments; where they change a kernel's code,
+# an entry tuned on the suite's inputs does not apply there (session 16: three of nine). The values
+# below are the granule's on R2B6/80 (benchmarks/granule-variants.md, scripts/dev/granule_variants.py;
+# a GPU run's log prints them too). Each line of TUNES: PROGRAM [NAME=VALUE ...].
+# Results: $OUT/tune-PROGRAM.json (icoforge tune --json) and .md, logs, all in $OUT/tune.tgz (a call
+# returns at most 8 files). Then, here: `python -m icoforge.tune.database $files --measured
+# benchmarks/h200-.../` and commit.
+# Knobs: CONFIG ("R2B6 80"), SPACE (full), JOBS (12), END_S (560: stop the tune running then).
+
+source scripts/device/setup.sh
+source scripts/device/lib.sh
+set -u
+read -r GRID LEVELS <<< "${CONFIG:-R2B6 80}"
+export PYTHONUNBUFFERED=1
+TUNES=${TUNES:-"compute_rho_theta_pgrad_and_update_vn nflat_gradp=79 nflatlev=16
+compute_advection_in_horizontal_momentum end_index_of_damping_layer=79
+compute_advection_in_corrector_vertical_momentum end_index_of_damping_layer=79"}
+W=/tmp/tune-granule; mkdir -p $W
+deadline ${END_S:-560} "icoforge tune" & KILLER=$!
+
+while read -r program values; do
+  [ -z "$program" ] && continue
+  flags=""; for v in $values; do flags="$flags --static-value $v"; done
+  stamp "tune $program ($GRID/$LEVELS${values:+, $values})"
+  python3 -m icoforge tune $program --grid $GRID --levels $LEVELS --backend icoforge-cuda \
+    --space ${SPACE:-full} --jobs ${JOBS:-12} $flags --json $W/tune-$program.json \
+    --markdown $W/tune-$program.md > $W/tune-$program.log 2>&1
+  stamp "done (rc $?): $(grep -E 'whole call' $W/tune-$program.log | tail -1 | cut -c1-160)"
+  tar czf $OUT/tune.tgz -C $W .   # what is done survives a cut-off call
+done <<< "$TUNES"
+stop_bg $KILLER
