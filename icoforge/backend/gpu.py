@@ -383,19 +383,24 @@ class GPUExecutor:
         notes: list[str] = []
         sizes = tuned.dim_sizes_of(inp.args.offset_provider) if self.schedule.tuned else None
         artifact = gpu_artifact(tr.program, self.vendor, self.schedule, dim_sizes=sizes, notes=notes)
-        if any("code changed" in line for line in notes):  # what `icoforge tune --static` needs to tune this variant
+        if any(tuned.CODE_CHANGED in line for line in notes):  # what `icoforge tune --static-value` needs for this variant
             notes.append(f"this variant's static arguments: {_static_arguments(inp) or 'none'}")
         for line in notes:  # which tuned schedules this compile used, and why others not
             print(f"[icoforge] {tr.program.name}: {line}", file=sys.stderr, flush=True)
         return dataclasses.replace(artifact, timings=(*timings, ("started_at", started_at), ("finished_at", time.time())))
 
 
-def _static_arguments(inp: definitions.CompilableProgramDef) -> str:
-    """The call's compile-time (static) arguments as NAME=VALUE, the form of `icoforge tune --static`."""
+def static_arguments(inp: definitions.CompilableProgramDef) -> tuple[tuple[str, Any], ...]:
+    """The call's compile-time (static) arguments, (name, value) by name."""
     from gt4py.next.otf import arguments
 
     statics = inp.args.argument_descriptor_contexts.get(arguments.StaticArg, {})
-    return " ".join(f"{name}={arg.value}" for name, arg in sorted(statics.items()) if arg is not None)
+    return tuple((name, arg.value) for name, arg in sorted(statics.items()) if arg is not None)
+
+
+def _static_arguments(inp: definitions.CompilableProgramDef) -> str:
+    """The static arguments as NAME=VALUE, the form of `icoforge tune --static-value`."""
+    return " ".join(f"{name}={value}" for name, value in static_arguments(inp))
 
 
 def gpu_artifact(

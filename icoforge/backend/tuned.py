@@ -97,6 +97,9 @@ def for_device(vendor: str, device: str | None, entries: tuple[TunedKernel, ...]
     return tuple(e for e in (load() if entries is None else entries) if e.vendor == vendor and e.device == device)
 
 
+CODE_CHANGED = "its code changed since it was tuned"  # the note's words (the executor then logs the static arguments)
+
+
 def applied(schedule: ProgramSchedule, program: ir.ProgramIR, dim_sizes: Mapping[str, int]) -> tuple[ProgramSchedule, tuple[str, ...]]:
     """`schedule` with its tuned entries that hold for `program`'s kernels (as scheduled: fused
     kernels have their own names) at these sizes made per-kernel schedules; and, for the log, one
@@ -114,7 +117,7 @@ def applied(schedule: ProgramSchedule, program: ir.ProgramIR, dim_sizes: Mapping
         elif e.kernel in explicit:
             notes.append(f"{e.kernel}: the schedule names it: not applied")
         elif (now := kernel_fingerprint(k)) != e.fingerprint:
-            notes.append(f"{e.kernel}: its code changed since it was tuned (fingerprint {now}, tuned {e.fingerprint}): not applied")
+            notes.append(f"{e.kernel}: {CODE_CHANGED} (fingerprint {now}, tuned {e.fingerprint}): not applied")
         elif not e.fits(dim_sizes):
             notes.append(f"{e.kernel}: tuned on {dict(e.dim_sizes)}, this call has {dict(dim_sizes)}: not applied")
         else:

@@ -49,9 +49,8 @@ def _dace_gpu() -> Any:
 
 def _icoforge(target: str) -> Callable[[], Any]:
     def make() -> Any:
-        if target == "cpu":  # the C++ target takes only the schedule's inline policy
-            return make_backend(target, schedule=schedule_from_env("cuda") if settings.current().schedule else None)
-        vendor = target.removeprefix("emulated-").removesuffix("-on-cuda")  # hip-on-cuda: HIP's schedules
+        # the C++ target takes only the schedule's inline policy; hip-on-cuda takes HIP's schedules
+        vendor = "cuda" if target == "cpu" else target.removeprefix("emulated-").removesuffix("-on-cuda")
         # None without --schedule: the backend's default then carries the tuned schedules measured
         # on this device (backend/tuned.py); a vendor default given here would have none.
         return make_backend(target, schedule=schedule_from_env(vendor) if settings.current().schedule else None)

@@ -12,7 +12,7 @@ How:
 * icon4py's SolveNonhydro is constructed as the granule constructs it (`load_grid`,
   `build_static_fields`, `solver.grid_for_backend`, `solver.build_solver`), with a GT4Py backend
   whose executor compiles nothing: it records the program, its static arguments (formatted by
-  `gpu._static_arguments`, as the GPU executor logs them) and the fingerprints of its kernels as
+  `gpu.static_arguments`, as the GPU executor logs them) and the fingerprints of its kernels as
   the CUDA pipeline schedules them (`workflow.translate`, then `pipeline.gpu_passes` with the
   default CUDA schedule carrying the H200 entries, as `GPUExecutor` runs them), together with the
   notes `tuned.applied` writes. Fields are allocated on the CPU (StandardCPUFieldBufferAllocator).
@@ -47,11 +47,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from icoforge.backend import tuned
+
 TUNED_DEVICE = ("cuda", "NVIDIA H200")
 TUNE_GRID = ("R2B6", 80)  # the grid the database was tuned on
 STATUS_OF_NOTE = (  # tuned.applied's wording -> the status this tool gives
     ("tuned schedule applied", "applied"),
-    ("its code changed", "code changed"),
+    (tuned.CODE_CHANGED, "code changed"),
     ("tuned on", "size class"),
     ("not in the program", "no such kernel"),
     ("the schedule names it", "named by the schedule"),
@@ -101,7 +103,7 @@ def scheduled_kernels(
 ) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
     """((kernel, fingerprint), ...) of `program` (kernel IR after translation) as the CUDA passes
     schedule it, and tuned.applied's notes for it."""
-    from icoforge.backend import pipeline, tuned
+    from icoforge.backend import pipeline
 
     notes: list[str] = []
     scheduled, _, _ = pipeline.gpu_passes(program, schedule, "cuda", dim_sizes, notes)
@@ -109,11 +111,10 @@ def scheduled_kernels(
 
 
 def static_pairs(inp: Any) -> tuple[tuple[str, str], ...]:
-    """The call's static arguments as (name, value) pairs, in `gpu._static_arguments`'s format."""
-    from icoforge.backend.gpu import _static_arguments
+    """The call's static arguments as (name, value text) pairs, the values as the GPU executor logs them."""
+    from icoforge.backend.gpu import static_arguments
 
-    text = _static_arguments(inp)
-    return tuple(tuple(item.split("=", 1)) for item in text.split())  # type: ignore[misc]
+    return tuple((name, str(value)) for name, value in static_arguments(inp))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +124,7 @@ class RecordingExecutor:
     schedule: Any  # ProgramSchedule
 
     def __call__(self, inp: Any) -> RecordedArtifact:
-        from icoforge.backend import tuned, workflow
+        from icoforge.backend import workflow
 
         tr, _ = workflow.translate(inp, inline_policy=self.schedule.inline)
         sizes = tuned.dim_sizes_of(inp.args.offset_provider)
@@ -134,7 +135,6 @@ class RecordingExecutor:
 
 def h200_schedule() -> Any:
     """The default CUDA schedule with the H200 entries, as `make_gpu_backend` gives it on the H200."""
-    from icoforge.backend import tuned
     from icoforge.backend.schedule import default_program_schedule
 
     return dataclasses.replace(default_program_schedule("cuda"), tuned=tuned.for_device(*TUNED_DEVICE))
@@ -237,7 +237,7 @@ def suite_statics(info: Any, grid: Any) -> dict[str, Any]:
 
 def suite_prints(info: Any, grid: Any, static: Mapping[str, Any], schedule: Any) -> dict[str, str]:
     """Kernel fingerprints of the suite's program with these static values, as scheduled for CUDA."""
-    from icoforge.backend import tuned, workflow
+    from icoforge.backend import workflow
     from icoforge.perf.static import compilable_program_static
 
     tr, _ = workflow.translate(
