@@ -380,10 +380,11 @@ class GPUExecutor:
         t0 = time.perf_counter()
         tr, hit = translate(inp, inline_policy=self.schedule.inline)
         timings = (("translate", time.perf_counter() - t0), ("translation_cache_hit", float(hit)))
-        notes: list[str] = []
+        decisions: list[tuned.Decision] = []
         sizes = tuned.dim_sizes_of(inp.args.offset_provider) if self.schedule.tuned else None
-        artifact = gpu_artifact(tr.program, self.vendor, self.schedule, dim_sizes=sizes, notes=notes)
-        if any(tuned.CODE_CHANGED in line for line in notes):  # what `icoforge tune --static-value` needs for this variant
+        artifact = gpu_artifact(tr.program, self.vendor, self.schedule, dim_sizes=sizes, notes=decisions)
+        notes = [str(d) for d in decisions]
+        if any(d.status == tuned.CODE_CHANGED for d in decisions):  # what `icoforge tune --static-value` needs for this variant
             notes.append(f"this variant's static arguments: {_static_arguments(inp) or 'none'}")
         for line in notes:  # which tuned schedules this compile used, and why others not
             print(f"[icoforge] {tr.program.name}: {line}", file=sys.stderr, flush=True)
@@ -404,7 +405,7 @@ def _static_arguments(inp: definitions.CompilableProgramDef) -> str:
 
 
 def gpu_artifact(
-    program: ir.ProgramIR, vendor: str, schedule: ProgramSchedule, timings=(), dim_sizes=None, notes: list[str] | None = None,
+    program: ir.ProgramIR, vendor: str, schedule: ProgramSchedule, timings=(), dim_sizes=None, notes: list[tuned.Decision] | None = None,
 ) -> GPUArtifact:  # fmt: skip
     """The GPU passes (the schedule resolved once: ScheduleError before generating anything), then
     the printers on the final IR. `program_ir` is the IR the schedule applied to (fused, kernels

@@ -41,6 +41,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from icoforge.backend import ir, recompute
+from icoforge.errors import UnknownNameError
 
 POLICIES = ("auto", "all", "off")
 MAX_NODES = 400  # the producer's value as one expression (Lets substituted), where a reader needs that
@@ -234,8 +235,6 @@ def inline_with_decisions(program: ir.ProgramIR, policy: str = "auto") -> tuple[
     changes what the readers read, so every decision is taken on the program as it is then).
     Returns the program and a decision per temporary of the input program."""
     if policy not in POLICIES:
-        from icoforge.errors import UnknownNameError
-
         raise UnknownNameError("inline policy", policy, POLICIES)
     if policy == "off":
         return program, tuple(Decision(t.name, "", (), False, "inlining off") for t in program.temporaries)

@@ -20,7 +20,7 @@ from gt4py.next import common
 from gt4py.next.iterator import ir as itir
 from gt4py.next.type_system import type_specifications as ts
 
-from icoforge.backend import ir
+from icoforge.backend import ir, lower_fields
 from icoforge.backend.lower_stencil import StencilLowering
 from icoforge.backend.lower_values import (
     FieldArg,
@@ -196,8 +196,6 @@ class ProgramLowering:
         steps = self.lower_stmts(self.gtir.body)
         new_temporaries = self.new_temporaries
         if self.early:
-            from icoforge.backend import lower_fields
-
             steps = lower_fields.named_in_order(self, steps)
             used = {f for s in steps for k in ir.step_kernels(s) for f in (*k.fields_read(), *k.fields_written())}
             new_temporaries = [t for t in new_temporaries if t.name in used]  # a scan now storing its target
@@ -226,8 +224,6 @@ class ProgramLowering:
                 cond = self.host_expr(s.cond)
                 out.append(ir.HostIf(cond, self.lower_stmts(s.true_branch), self.lower_stmts(s.false_branch)))
             elif isinstance(s, itir.SetAt) and self.early:
-                from icoforge.backend import lower_fields
-
                 out.extend(lower_fields.lower_set_at(self, s))
             elif isinstance(s, itir.SetAt):
                 out.append(self.lower_set_at(s))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Callable
 from gt4py.next import common
 from gt4py.next.iterator import ir as itir
 
-from icoforge.backend import ir
+from icoforge.backend import ir, lower_fields
 from icoforge.backend.dtypes import DTYPES
 from icoforge.backend.lower_values import (
     ScalarArg,
@@ -277,8 +277,6 @@ class StencilLowering:
         if isinstance(arg, HostArg):
             return self.host_param(arg.expr)
         if isinstance(arg, LazyArg):
-            from icoforge.backend import lower_fields
-
             return lower_fields.deref_lazy(self, arg, it)
         if isinstance(arg, TupleArg):
             return TupleV(tuple(self._deref_arg(a, it) for a in arg.items))

@@ -23,7 +23,7 @@ from typing import Any, Iterable
 from icoforge.backend import ir
 from icoforge.backend.dtypes import ITEMSIZE
 from icoforge.backend.inline import POLICIES as INLINE_POLICIES
-from icoforge.errors import IcoforgeError
+from icoforge.errors import IcoforgeError, UnknownNameError
 
 MAX_THREADS_PER_BLOCK = 1024
 INDEX_BITS = (32, 64, "auto")  # "auto": 32-bit kernels, and 64-bit twins for calls that need them
@@ -145,8 +145,6 @@ def field_names() -> list[str]:
 def parse_value(name: str, value: str) -> Any:
     """A CLI value for schedule field `name`."""
     if name not in field_names():
-        from icoforge.errors import UnknownNameError
-
         raise UnknownNameError("schedule parameter", name, field_names())
     try:
         if name == "block":

@@ -97,33 +97,50 @@ def for_device(vendor: str, device: str | None, entries: tuple[TunedKernel, ...]
     return tuple(e for e in (load() if entries is None else entries) if e.vendor == vendor and e.device == device)
 
 
-CODE_CHANGED = "its code changed since it was tuned"  # the note's words (the executor then logs the static arguments)
+# What `applied` did with an entry in a program (`Decision.status`).
+APPLIED, CODE_CHANGED, OTHER_SIZES, NO_SUCH_KERNEL, NAMED_BY_SCHEDULE = (
+    "applied", "code changed", "size class", "no such kernel", "named by the schedule",
+)  # fmt: skip
 
 
-def applied(schedule: ProgramSchedule, program: ir.ProgramIR, dim_sizes: Mapping[str, int]) -> tuple[ProgramSchedule, tuple[str, ...]]:
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """One tuned entry in one compiled program: its status and, for the log, why."""
+
+    kernel: str
+    status: str  # APPLIED, CODE_CHANGED, OTHER_SIZES, NO_SUCH_KERNEL or NAMED_BY_SCHEDULE
+    why: str  # the log's words after the kernel's name
+
+    def __str__(self) -> str:
+        return f"{self.kernel}: {self.why}"
+
+
+def applied(schedule: ProgramSchedule, program: ir.ProgramIR, dim_sizes: Mapping[str, int]) -> tuple[ProgramSchedule, tuple[Decision, ...]]:
     """`schedule` with its tuned entries that hold for `program`'s kernels (as scheduled: fused
-    kernels have their own names) at these sizes made per-kernel schedules; and, for the log, one
-    line per entry of this program saying whether it applied and why not."""
+    kernels have their own names) at these sizes made per-kernel schedules; and a decision per
+    entry of this program: whether it applied and why not."""
     mine = [e for e in schedule.tuned if e.program == program.name]
     if not mine:
         return schedule, ()
     kernels = {k.name: k for k in program.kernels()}
     explicit = dict(schedule.per_kernel)
-    notes: list[str] = []
+    out: list[Decision] = []
     for e in mine:
         k = kernels.get(e.kernel)
         if k is None:
-            notes.append(f"{e.kernel}: not in the program as scheduled (fused or renamed): not applied")
+            out.append(Decision(e.kernel, NO_SUCH_KERNEL, "not in the program as scheduled (fused or renamed): not applied"))
         elif e.kernel in explicit:
-            notes.append(f"{e.kernel}: the schedule names it: not applied")
+            out.append(Decision(e.kernel, NAMED_BY_SCHEDULE, "the schedule names it: not applied"))
         elif (now := kernel_fingerprint(k)) != e.fingerprint:
-            notes.append(f"{e.kernel}: {CODE_CHANGED} (fingerprint {now}, tuned {e.fingerprint}): not applied")
+            why = f"its code changed since it was tuned (fingerprint {now}, tuned {e.fingerprint}): not applied"
+            out.append(Decision(e.kernel, CODE_CHANGED, why))
         elif not e.fits(dim_sizes):
-            notes.append(f"{e.kernel}: tuned on {dict(e.dim_sizes)}, this call has {dict(dim_sizes)}: not applied")
+            why = f"tuned on {dict(e.dim_sizes)}, this call has {dict(dim_sizes)}: not applied"
+            out.append(Decision(e.kernel, OTHER_SIZES, why))
         else:
             schedule = schedule.with_kernel(e.kernel, e.schedule)
-            notes.append(f"{e.kernel}: tuned schedule applied ({e.schedule.describe()})")
-    return schedule, tuple(notes)
+            out.append(Decision(e.kernel, APPLIED, f"tuned schedule applied ({e.schedule.describe()})"))
+    return schedule, tuple(out)
 
 
 def dim_sizes_of(offset_provider: Mapping) -> dict[str, int]:

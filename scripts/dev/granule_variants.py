@@ -15,7 +15,7 @@ How:
   `gpu.static_arguments`, as the GPU executor logs them) and the fingerprints of its kernels as
   the CUDA pipeline schedules them (`workflow.translate`, then `pipeline.gpu_passes` with the
   default CUDA schedule carrying the H200 entries, as `GPUExecutor` runs them), together with the
-  notes `tuned.applied` writes. Fields are allocated on the CPU (StandardCPUFieldBufferAllocator).
+  decisions of `tuned.applied`. Fields are allocated on the CPU (StandardCPUFieldBufferAllocator).
 * Construction compiles every variant (icon4py's `setup_program`: `Program.compile`, JIT off) and
   calls one program itself, `en_smag_fac_for_zero_nshift` (icon4py 0.4.1: the interpolated
   4th-order divergence damping factor, a field, no static argument of another program). The
@@ -51,13 +51,6 @@ from icoforge.backend import tuned
 
 TUNED_DEVICE = ("cuda", "NVIDIA H200")
 TUNE_GRID = ("R2B6", 80)  # the grid the database was tuned on
-STATUS_OF_NOTE = (  # tuned.applied's wording -> the status this tool gives
-    ("tuned schedule applied", "applied"),
-    (tuned.CODE_CHANGED, "code changed"),
-    ("tuned on", "size class"),
-    ("not in the program", "no such kernel"),
-    ("the schedule names it", "named by the schedule"),
-)
 
 
 # --- recording executor (runs in GT4Py's compile workers) ----------------------------------------
@@ -71,7 +64,7 @@ class VariantRecord:
     static_arguments: tuple[tuple[str, str], ...]  # (name, value as text), sorted
     kernels: tuple[tuple[str, str], ...]  # (kernel name, fingerprint)
     dim_sizes: tuple[tuple[str, int], ...]
-    notes: tuple[str, ...]  # tuned.applied's lines for this program's entries
+    decisions: tuple[tuned.Decision, ...]  # tuned.applied's, for this program's entries
 
     def static_text(self) -> str:
         return " ".join(f"{n}={v}" for n, v in self.static_arguments)
@@ -102,12 +95,12 @@ def scheduled_kernels(
     program: Any, schedule: Any, dim_sizes: Mapping[str, int]
 ) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
     """((kernel, fingerprint), ...) of `program` (kernel IR after translation) as the CUDA passes
-    schedule it, and tuned.applied's notes for it."""
+    schedule it, and tuned.applied's decisions for it."""
     from icoforge.backend import pipeline
 
-    notes: list[str] = []
-    scheduled, _, _ = pipeline.gpu_passes(program, schedule, "cuda", dim_sizes, notes)
-    return tuple((k.name, tuned.kernel_fingerprint(k)) for k in scheduled.kernels()), tuple(notes)
+    decisions: list[tuned.Decision] = []
+    scheduled, _, _ = pipeline.gpu_passes(program, schedule, "cuda", dim_sizes, decisions)
+    return tuple((k.name, tuned.kernel_fingerprint(k)) for k in scheduled.kernels()), tuple(decisions)
 
 
 def static_pairs(inp: Any) -> tuple[tuple[str, str], ...]:
@@ -128,8 +121,8 @@ class RecordingExecutor:
 
         tr, _ = workflow.translate(inp, inline_policy=self.schedule.inline)
         sizes = tuned.dim_sizes_of(inp.args.offset_provider)
-        kernels, notes = scheduled_kernels(tr.program, self.schedule, sizes)
-        record = VariantRecord(tr.program.name, static_pairs(inp), kernels, tuple(sorted(sizes.items())), notes)
+        kernels, decisions = scheduled_kernels(tr.program, self.schedule, sizes)
+        record = VariantRecord(tr.program.name, static_pairs(inp), kernels, tuple(sorted(sizes.items())), decisions)
         return RecordedArtifact(record)
 
 
@@ -195,24 +188,21 @@ def collect_records(solver: Any) -> list[VariantRecord]:
 
 
 def entry_status(entry: Any, record: VariantRecord) -> str:
-    """What the entry does in this variant, decided here from the fingerprints and sizes (the
-    notes of tuned.applied say the same in words: `note_status`)."""
+    """What the entry does in this variant, decided here from the fingerprints and sizes (a check
+    of tuned.applied, whose decision is `applied_status`)."""
     prints = dict(record.kernels)
     if entry.kernel not in prints:
-        return "no such kernel"
+        return tuned.NO_SUCH_KERNEL
     if prints[entry.kernel] != entry.fingerprint:
-        return "code changed"
+        return tuned.CODE_CHANGED
     if not entry.fits(dict(record.dim_sizes)):
-        return "size class"
-    return "applied"
+        return tuned.OTHER_SIZES
+    return tuned.APPLIED
 
 
-def note_status(entry: Any, record: VariantRecord) -> str | None:
-    """The status tuned.applied's note for `entry` gives in this variant (None: no note)."""
-    for note in record.notes:
-        if note.startswith(f"{entry.kernel}:"):
-            return next((status for words, status in STATUS_OF_NOTE if words in note), "unknown note")
-    return None
+def applied_status(entry: Any, record: VariantRecord) -> str | None:
+    """The status tuned.applied gave `entry` in this variant (None: it decided nothing on it)."""
+    return next((d.status for d in record.decisions if d.kernel == entry.kernel), None)
 
 
 def entries_by_program(schedule: Any) -> dict[str, list[Any]]:
@@ -331,12 +321,12 @@ def entry_row(
 ) -> dict[str, Any]:
     status = entry_status(e, record)
     row = {
-        "program": record.program, "kernel": e.kernel, "status": status, "note_status": note_status(e, record),
+        "program": record.program, "kernel": e.kernel, "status": status, "applied_status": applied_status(e, record),
         "granule_fingerprint": dict(record.kernels).get(e.kernel), "tuned_fingerprint": e.fingerprint,
         "suite_fingerprint_here": suite_now.get(e.kernel), "static_arguments": record.static_text(),
         "differs_from_suite": {n: {"suite": s, "granule": g} for n, (s, g) in differing_statics(suite, record).items()},
     }  # fmt: skip
-    if status == "code changed":
+    if status == tuned.CODE_CHANGED:
         row["tune_command"] = tune_command(record, info, suite, grid.name)
         if explain:
             log(f"{e.kernel}: trying the granule's static arguments one by one in the suite's variant")

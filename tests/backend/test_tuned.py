@@ -34,8 +34,7 @@ def entry(program: ir.ProgramIR, **changes) -> tuned.TunedKernel:
 
 
 def launched_block(program: ir.ProgramIR, schedule: ProgramSchedule, sizes) -> tuple[int, int]:
-    notes: list[str] = []
-    _, _, launches = pipeline.gpu_passes(program, schedule, "cuda", sizes, notes)
+    _, _, launches = pipeline.gpu_passes(program, schedule, "cuda", sizes)
     return launches["p_k0"].block
 
 
@@ -61,10 +60,18 @@ def test_an_entry_does_not_apply_to_changed_code_other_sizes_or_over_the_users_s
     assert launched_block(p, default_with(e), {"Vertex": 1000}) == VENDOR_DEFAULTS["cuda"].block  # no shared dimension
     mine = default_with(e).with_kernel("p_k0", Schedule(block=(64, 2)))
     assert launched_block(p, mine, SIZES) == (64, 2)
-    notes: list[str] = []
-    pipeline.gpu_passes(changed, default_with(e), "cuda", SIZES, notes)
+    decisions: list[tuned.Decision] = []
+    pipeline.gpu_passes(changed, default_with(e), "cuda", SIZES, decisions)
     now, then = tuned.kernel_fingerprint(changed.kernels()[0]), e.fingerprint
-    assert notes == [f"p_k0: its code changed since it was tuned (fingerprint {now}, tuned {then}): not applied"]
+    assert [d.status for d in decisions] == [tuned.CODE_CHANGED]
+    assert [str(d) for d in decisions] == [f"p_k0: its code changed since it was tuned (fingerprint {now}, tuned {then}): not applied"]
+    statuses = []
+    for schedule, program, sizes in ((default_with(e), p, SIZES), (default_with(e), p, {"Cell": 2001}), (mine, p, SIZES),
+                                     (default_with(dataclasses.replace(e, kernel="p_k9")), p, SIZES)):  # fmt: skip
+        decisions = []
+        pipeline.gpu_passes(program, schedule, "cuda", sizes, decisions)
+        statuses += [d.status for d in decisions]
+    assert statuses == [tuned.APPLIED, tuned.OTHER_SIZES, tuned.NAMED_BY_SCHEDULE, tuned.NO_SUCH_KERNEL]
 
 
 def test_the_static_arguments_of_a_variant_are_printed_as_tune_takes_them():

@@ -44,10 +44,10 @@ def test_every_tuned_program_is_among_the_granule_variants_with_kernels(report):
 
 @pytest.mark.slow
 def test_the_tools_statuses_agree_with_tuned_applied(report):
-    rows = [r for r in report["entries"] if "note_status" in r]
+    rows = [r for r in report["entries"] if "applied_status" in r]
     entries = tuned.for_device("cuda", "NVIDIA H200")
     assert len({(r["program"], r["kernel"]) for r in rows}) == len(entries)  # every entry seen in a variant
-    assert [(r["kernel"], r["status"]) for r in rows if r["status"] != r["note_status"]] == []
+    assert [(r["kernel"], r["status"]) for r in rows if r["status"] != r["applied_status"]] == []
 
 
 @pytest.mark.slow
