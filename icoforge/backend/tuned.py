@@ -47,11 +47,14 @@ class TunedKernel:
     fingerprint: str
     schedule: Schedule
     measured: str = ""
+    # the static scalars the program was tuned with where they were not the suite's (`icoforge tune
+    # --static-value`, e.g. a granule variant's): (NAME, text), to compute the fingerprint again
+    static_values: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_json(cls, d: Mapping) -> "TunedKernel":
         keys = {f.name for f in dataclasses.fields(cls)}
-        if missing := keys - {"measured"} - set(d):
+        if missing := keys - {"measured", "static_values"} - set(d):
             raise ScheduleError(f"tuned schedule entry {d.get('kernel', '?')}: missing {sorted(missing)}")
         if unknown := set(d) - keys:
             raise ScheduleError(f"tuned schedule entry {d.get('kernel', '?')}: unknown keys {sorted(unknown)}")
@@ -59,12 +62,16 @@ class TunedKernel:
             kernel=d["kernel"], program=d["program"], vendor=d["vendor"], device=d["device"],
             dim_sizes=tuple(sorted((str(k), int(v)) for k, v in d["dim_sizes"].items())),
             fingerprint=d["fingerprint"], schedule=Schedule.from_json(d["schedule"]), measured=d.get("measured", ""),
+            static_values=tuple(sorted((str(k), str(v)) for k, v in d.get("static_values", {}).items())),
         )  # fmt: skip
 
     def to_json(self) -> dict:
         d = dataclasses.asdict(self)
         d["dim_sizes"] = dict(self.dim_sizes)
         d["schedule"] = self.schedule.to_json()
+        d["static_values"] = dict(self.static_values)
+        if not self.static_values:
+            del d["static_values"]
         return d
 
     def fits(self, dim_sizes: Mapping[str, int]) -> bool:

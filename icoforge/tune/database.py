@@ -5,8 +5,9 @@
 
 TUNE.json is `icoforge tune --json` output from a GPU (not the emulation). A kernel enters the
 database when the tuner picked a candidate other than the default for it and the picks together
-were faster than the default as a whole call (`kept_default` false). An entry replaces one of the
-same kernel and device. `--fingerprints FILE` gives the kernels' fingerprints where the tuner's
+were faster than the default as a whole call (`kept_default` false). A program's tune replaces
+all of that program's entries for the device, also where it now keeps the default (the newest
+tune of a program, in the variant it was tuned in, is what holds). `--fingerprints FILE` gives the kernels' fingerprints where the tuner's
 JSON lacks them (tunes from before the tuner recorded them): {program: {kernel: fingerprint}},
 computed with the code that was tuned.
 """
@@ -42,6 +43,7 @@ def entries(result: Mapping[str, Any], measured: str, fingerprints: Mapping[str,
         out.append(tuned.TunedKernel.from_json({
             "kernel": p["kernel"], "program": result["program"], "vendor": result["vendor"], "device": result["device"],
             "dim_sizes": sizes, "fingerprint": prints[p["kernel"]], "schedule": p["schedule"],
+            "static_values": result.get("static_values") or {},
             "measured": f"{measured}: {result['grid']}/{result['levels']}, {p['best']}, "
                         f"{p['default_s'] * 1e6:.1f} -> {p['best_s'] * 1e6:.1f} us; whole call "
                         f"{result['default_whole_s'] * 1e6:.1f} -> {result['tuned_whole_s'] * 1e6:.1f} us",
@@ -49,9 +51,9 @@ def entries(result: Mapping[str, Any], measured: str, fingerprints: Mapping[str,
     return out
 
 
-def merged(old: list[tuned.TunedKernel], new: list[tuned.TunedKernel]) -> list[tuned.TunedKernel]:
-    replaced = {(e.kernel, e.vendor, e.device) for e in new}
-    kept = [e for e in old if (e.kernel, e.vendor, e.device) not in replaced]
+def merged(old: list[tuned.TunedKernel], new: list[tuned.TunedKernel], tuned_programs: set[tuple[str, str, str]]) -> list[tuned.TunedKernel]:
+    """`old` without the entries of the (program, vendor, device)s tuned anew, plus `new`."""
+    kept = [e for e in old if (e.program, e.vendor, e.device) not in tuned_programs]
     return sorted(kept + new, key=lambda e: (e.vendor, e.device, e.program, e.kernel))
 
 
@@ -73,12 +75,17 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     prints = json.loads(pathlib.Path(args.fingerprints).read_text()) if args.fingerprints else {}
     new: list[tuned.TunedKernel] = []
+    programs: set[tuple[str, str, str]] = set()
     for f in args.tune_json:
         for result in json.loads(pathlib.Path(f).read_text())["results"]:
             new += entries(result, args.measured, prints.get(result["program"]))
+            programs.add((result["program"], result["vendor"], result["device"]))
     path = pathlib.Path(args.database)
-    write(merged(list(tuned.load(path)), new), path)
-    print(f"{path}: {len(new)} kernel schedule(s) added or replaced")
+    old = list(tuned.load(path))
+    kept = merged(old, new, programs)
+    dropped = len(old) + len(new) - len(kept)
+    write(kept, path)
+    print(f"{path}: {len(new)} kernel schedule(s) from {len(programs)} program tune(s); {dropped} older entr(ies) of those programs replaced or dropped")
 
 
 if __name__ == "__main__":

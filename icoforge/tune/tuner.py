@@ -137,6 +137,7 @@ class TuneResult:
     # kernel's code fingerprint and the grid's horizontal sizes (`python -m icoforge.tune.database`)
     fingerprints: tuple[tuple[str, str], ...] = ()
     dim_sizes: tuple[tuple[str, int], ...] = ()
+    static_values: tuple[tuple[str, str], ...] = ()  # `--static-value`s it was tuned with (NAME, text)
 
     @property
     def differing(self) -> list[CandidateRun]:
@@ -152,6 +153,7 @@ class TuneResult:
             "default_whole_s": self.default_whole_s, "tuned_whole_s": self.tuned_whole_s, "kept_default": self.kept_default,
             "schedule": self.schedule.to_json(),
             "fingerprints": dict(self.fingerprints), "dim_sizes": dict(self.dim_sizes),
+            "static_values": dict(self.static_values),
             "picks": [{"kernel": p.kernel, "default_s": p.default_s, "best_s": p.best_s, "best": p.best_id,
                        "schedule": p.schedule.to_json()} for p in self.picks],
             "candidates": [{"id": r.id, "schedule": r.schedule.to_json(), "status": r.status, "detail": r.detail,
@@ -378,11 +380,12 @@ def tune_suite_program(
     args = {**make_inputs(info, grid, seed, allocator=allocator), **overrides}
     pir = suite_program_ir(info, grid, args)
     outputs = tuple(o for o in info.outputs if o in args)
-    return tune_program(
+    result = tune_program(
         pir, args, grid.connectivities, outputs, tuple(info.inouts), target,
         candidates(target.vendor, space), repeat=repeat, min_gain=min_gain,
         progress=progress, program=name, grid=grid.name, levels=int(grid.num_levels), jobs=jobs,
     )  # fmt: skip
+    return dataclasses.replace(result, static_values=tuple(sorted((static_values or {}).items())))
 
 
 def write_schedule(result: TuneResult, path: str | pathlib.Path) -> ProgramSchedule:

@@ -117,9 +117,17 @@ def test_the_database_tool_takes_picks_of_gpu_tunes_only(tmp_path):
     with pytest.raises(Exception, match="emulation"):
         database.entries({**result, "emulated": True}, "here")
     path = tmp_path / "db.json"
-    database.write(database.merged([], got), path)
-    database.write(database.merged(list(tuned.load(path)), got), path)  # a second add replaces
+    p_here = {("p", "cuda", "NVIDIA H200")}
+    database.write(database.merged([], got, p_here), path)
+    database.write(database.merged(list(tuned.load(path)), got, p_here), path)  # a second add replaces
     assert len(tuned.load(path)) == 1
+    # a tune of p in another variant where nothing beats the default drops p's older entries
+    assert database.merged(list(tuned.load(path)), [], p_here) == []
+    assert len(database.merged(list(tuned.load(path)), [], {("q", "cuda", "NVIDIA H200")})) == 1
+    # the static values it was tuned with travel into the entry and back from the file
+    variant = database.entries({**result, "static_values": {"nflatlev": "16"}}, "here")
+    database.write(variant, path)
+    assert [e.static_values for e in tuned.load(path)] == [(("nflatlev", "16"),)]
 
 
 def test_a_broken_database_file_is_named_in_the_error(tmp_path):
@@ -151,15 +159,16 @@ def test_the_shipped_fingerprints_match_todays_code_on_the_grid_they_were_tuned_
     from icoforge.grids import load_grid
     from icoforge.perf.static import suite_program_ir
     from icoforge.suite import get_program, make_inputs
+    from icoforge.tune.tuner import static_overrides
 
     entries = tuned.load()
     grid = load_grid("R2B6", levels=80, show_progress=False)
     assert {d: n for d, n in entries[0].dim_sizes} == tuned.dim_sizes_of(grid.connectivities)
     stale = []
-    for name in sorted({e.program for e in entries}):
+    for name, statics in sorted({(e.program, e.static_values) for e in entries}):
         info = get_program(name)
-        pir = suite_program_ir(info, grid, make_inputs(info, grid, 0))
-        prints = {k.name: tuned.kernel_fingerprint(k) for k in pir.kernels()}
-        stale += [e.kernel for e in entries if e.program == name and prints.get(e.kernel) != e.fingerprint]
+        args = {**make_inputs(info, grid, 0), **static_overrides(info, dict(statics))}  # the variant tuned
+        prints = {k.name: tuned.kernel_fingerprint(k) for k in suite_program_ir(info, grid, args).kernels()}
+        stale += [e.kernel for e in entries if (e.program, e.static_values) == (name, statics) and prints.get(e.kernel) != e.fingerprint]
     assert stale == []
 
