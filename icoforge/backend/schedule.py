@@ -310,9 +310,11 @@ VENDOR_DEFAULTS = {
 # Programs fused by the default schedule (no --schedule; a schedule given as JSON fuses only what
 # it names). CUDA: the perturbed quantities, 8 -> 2 kernels, 1.62 -> 1.39 and 1.66 -> 1.42 ms
 # per call on R2B6/80 in two H200 runs (benchmarks/h200-2026-12-02-s13, -s14), dace_gpu 1.44;
-# the other programs' fusions measured within the noise there. HIP: nothing measured yet.
+# the predictor's vertically implicit solver, 8 -> 4 kernels, 3.017 -> 2.890 (-s13, with every
+# program fused) and 3.017 -> 2.858 ms per call (-s17, alone; bit-identical); the corrector's
+# solver was 5 % slower fused (-s13), the other programs within the noise. HIP: nothing measured.
 VENDOR_FUSE: dict[str, tuple[str, ...]] = {
-    "cuda": ("compute_perturbed_quantities_and_interpolation",),
+    "cuda": ("compute_perturbed_quantities_and_interpolation", "vertically_implicit_solver_at_predictor_step"),
     "hip": (),
 }
 

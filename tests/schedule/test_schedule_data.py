@@ -121,7 +121,9 @@ def test_the_default_schedule_fuses_what_the_h200_measured_and_a_given_one_only_
     pq = "compute_perturbed_quantities_and_interpolation"
     cuda = schedule_from_text("", "cuda")
     assert cuda == default_program_schedule("cuda") and cuda.default == VENDOR_DEFAULTS["cuda"]
-    assert cuda.fuses(pq) and not cuda.fuses("compute_rho_theta_pgrad_and_update_vn")
+    assert cuda.fuses(pq) and cuda.fuses("vertically_implicit_solver_at_predictor_step")
+    assert not cuda.fuses("compute_rho_theta_pgrad_and_update_vn")
+    assert not cuda.fuses("vertically_implicit_solver_at_corrector_step")  # 5 % slower fused (H200, -s13)
     assert not default_program_schedule("hip").fuses(pq)  # nothing measured on an AMD GPU
     given = schedule_from_text('{"default": {"block": [64, 2]}}', "cuda")
     assert given.fuse == () and not given.fuses(pq)
