@@ -153,17 +153,21 @@ def test_the_shipped_database_is_well_formed():
 
 
 @pytest.mark.slow
-def test_the_shipped_fingerprints_match_todays_code_on_the_grid_they_were_tuned_on():
+def test_the_shipped_fingerprints_match_todays_code_at_the_levels_they_were_tuned_at():
     """A lowering change that alters a tuned kernel drops its entry (correct, but the tuning is
-    then lost): this test says so, so that the kernel is tuned again or the change is looked at."""
+    then lost): this test says so, so that the kernel is tuned again or the change is looked at.
+    On R2B4, not the tuned R2B6: a fingerprint leaves the horizontal bounds out (tested above),
+    so the prints are the same at the same levels (2-core workstation: 38 s; on R2B6 179 s, in a
+    run that shared the cores)."""
     from icoforge.grids import load_grid
     from icoforge.perf.static import suite_program_ir
     from icoforge.suite import get_program, make_inputs
     from icoforge.tune.tuner import static_overrides
 
     entries = tuned.load()
-    grid = load_grid("R2B6", levels=80, show_progress=False)
-    assert {d: n for d, n in entries[0].dim_sizes} == tuned.dim_sizes_of(grid.connectivities)
+    assert {dict(e.dim_sizes)["Cell"] for e in entries} == {327_680}  # all tuned on R2B6 ...
+    assert {e.measured.split(": ")[1].split(",")[0] for e in entries} == {"R2B6/80"}  # ... at 80 levels
+    grid = load_grid("R2B4", levels=80, show_progress=False)
     stale = []
     for name, statics in sorted({(e.program, e.static_values) for e in entries}):
         info = get_program(name)

@@ -71,10 +71,13 @@ def test_run_gtfn_cpu_verified_against_embedded(tiny_grid, capsys):
 
 
 @pytest.mark.slow
-def test_run_vertically_implicit_solver_on_gtfn_cpu(tiny_grid, capsys):
-    argv = ["run", "vertically_implicit_solver_at_predictor_step", "--grid", "R2B3", "--levels", "10",
+def test_run_on_gtfn_cpu_without_compare_has_no_verification_column(tiny_grid, capsys):
+    # the program of the test above: GT4Py's build cache holds it when both run (the predictor
+    # solver, used here before, took ~170 s of gtfn_cpu compile on 2 cores; the stored references
+    # check it against gtfn_cpu in every CI run)
+    argv = ["run", "compute_divergence_of_fluxes_of_rho_and_theta", "--grid", "R2B3", "--levels", "10",
             "--backend", "gtfn_cpu", "--repeat", "2", "--wide"]  # fmt: skip
     assert main(argv) == 0
     cells = _row(capsys.readouterr().out, "gtfn_cpu")
     assert len(cells) == 6  # no verification column without --compare
-    assert float(cells[1]) > 0 and float(cells[3]) > 0
+    assert float(cells[1]) >= 0 and float(cells[3]) > 0  # compile s is 0.0 on a build-cache hit
