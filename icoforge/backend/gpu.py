@@ -382,7 +382,7 @@ class GPUExecutor:
         timings = (("translate", time.perf_counter() - t0), ("translation_cache_hit", float(hit)))
         decisions: list[tuned.Decision] = []
         sizes = tuned.dim_sizes_of(inp.args.offset_provider) if self.schedule.tuned else None
-        artifact = gpu_artifact(tr.program, self.vendor, self.schedule, dim_sizes=sizes, notes=decisions)
+        artifact = gpu_artifact(tr.program, self.vendor, self.schedule, dim_sizes=sizes, decisions=decisions)
         notes = [str(d) for d in decisions]
         if any(d.status == tuned.CODE_CHANGED for d in decisions):  # what `icoforge tune --static-value` needs for this variant
             notes.append(f"this variant's static arguments: {_static_arguments(inp) or 'none'}")
@@ -405,13 +405,13 @@ def _static_arguments(inp: definitions.CompilableProgramDef) -> str:
 
 
 def gpu_artifact(
-    program: ir.ProgramIR, vendor: str, schedule: ProgramSchedule, timings=(), dim_sizes=None, notes: list[tuned.Decision] | None = None,
+    program: ir.ProgramIR, vendor: str, schedule: ProgramSchedule, timings=(), dim_sizes=None, decisions: list[tuned.Decision] | None = None,
 ) -> GPUArtifact:  # fmt: skip
     """The GPU passes (the schedule resolved once: ScheduleError before generating anything), then
     the printers on the final IR. `program_ir` is the IR the schedule applied to (fused, kernels
     as launched), what the byte model reads. `dim_sizes`: the call's horizontal sizes, for the
     schedule's tuned entries (tuned.py)."""
-    scheduled, final, launches = pipeline.gpu_passes(program, schedule, vendor, dim_sizes, notes)
+    scheduled, final, launches = pipeline.gpu_passes(program, schedule, vendor, dim_sizes, decisions)
     return GPUArtifact(
         program_name=final.name,
         vendor=vendor,

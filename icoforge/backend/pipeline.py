@@ -73,17 +73,17 @@ def hoist_per_launch(program: ir.ProgramIR, launches: dict[str, KernelLaunch]) -
 
 def gpu_passes(
     program: ir.ProgramIR, schedule: ProgramSchedule, vendor: str, dim_sizes: Mapping[str, int] | None = None,
-    notes: list[tuned.Decision] | None = None,
+    decisions: list[tuned.Decision] | None = None,
 ) -> tuple[ir.ProgramIR, ir.ProgramIR, dict[str, KernelLaunch]]:  # fmt: skip
     """(the IR the schedule applies to, the final IR, every kernel's launch): the schedule
     resolved once; ScheduleError before any code is generated. With the call's horizontal
     `dim_sizes`, the schedule's tuned entries apply where they hold (tuned.py; a decision per
-    entry is appended to `notes`)."""
+    entry is appended to `decisions`)."""
     scheduled = fuse(program, schedule)
     if dim_sizes is not None:
         schedule, said = tuned.applied(schedule, scheduled, dim_sizes)
-        if notes is not None:
-            notes.extend(said)
+        if decisions is not None:
+            decisions.extend(said)
     launches = resolve(scheduled, schedule, vendor)
     return scheduled, hoist_per_launch(scheduled, launches), launches
 

@@ -5,7 +5,11 @@ The database (`tuned_schedules.json` beside this module) holds one entry per tun
 
     {"kernel": "comp_adve_hori_mome_k0", "program": ..., "vendor": "cuda", "device": "NVIDIA H200",
      "dim_sizes": {"Cell": 327680, "Edge": 491520, ...}, "fingerprint": "3f0c...",
-     "schedule": {...}, "measured": "benchmarks/.../tune/....md: 199.8 -> 152.9 us"}
+     "schedule": {...}, "measured": "benchmarks/.../tune/....md: 199.8 -> 152.9 us",
+     "static_values": {"end_index_of_damping_layer": "79"}}
+
+(`static_values`, optional: the static scalars `icoforge tune --static-value` set, where the
+variant tuned is not the suite's, e.g. the granule's.)
 
 An entry applies to a kernel only where it was verified:
 * the same vendor and device name (the main process reads it from CuPy when it makes the
