@@ -7,9 +7,9 @@ TUNE.json is `icoforge tune --json` output from a GPU (not the emulation). A ker
 database when the tuner picked a candidate other than the default for it and the picks together
 were faster than the default as a whole call (`kept_default` false). A program's tune replaces
 all of that program's entries for the device, also where it now keeps the default (the newest
-tune of a program, in the variant it was tuned in, is what holds). `--fingerprints FILE` gives the kernels' fingerprints where the tuner's
-JSON lacks them (tunes from before the tuner recorded them): {program: {kernel: fingerprint}},
-computed with the code that was tuned.
+tune of a program, in the variant it was tuned in, is what holds). `--fingerprints FILE` gives
+the kernels' fingerprints where the tuner's JSON lacks them (tunes from before the tuner
+recorded them): {program: {kernel: fingerprint}}, computed with the code that was tuned.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     kept = merged(old, new, programs)
     dropped = len(old) + len(new) - len(kept)
     write(kept, path)
-    print(f"{path}: {len(new)} kernel schedule(s) from {len(programs)} program tune(s); {dropped} older entr(ies) of those programs replaced or dropped")
+    print(f"{path}: {len(new)} kernel schedule(s) from {len(programs)} program tune(s); {dropped} older entries of those programs replaced or dropped")
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ class RecordedArtifact:
 
 def scheduled_kernels(
     program: Any, schedule: Any, dim_sizes: Mapping[str, int]
-) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+) -> tuple[tuple[tuple[str, str], ...], tuple[tuned.Decision, ...]]:
     """((kernel, fingerprint), ...) of `program` (kernel IR after translation) as the CUDA passes
     schedule it, and tuned.applied's decisions for it."""
     from icoforge.backend import pipeline
