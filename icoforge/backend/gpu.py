@@ -399,9 +399,14 @@ def static_arguments(inp: definitions.CompilableProgramDef) -> tuple[tuple[str, 
     return tuple((name, arg.value) for name, arg in sorted(statics.items()) if arg is not None)
 
 
+def static_arguments_text(pairs: Iterable[tuple[str, Any]]) -> str:
+    """(name, value) pairs as NAME=VALUE ..., the form of `icoforge tune --static-value`."""
+    return " ".join(f"{name}={value}" for name, value in pairs)
+
+
 def _static_arguments(inp: definitions.CompilableProgramDef) -> str:
-    """The static arguments as NAME=VALUE, the form of `icoforge tune --static-value`."""
-    return " ".join(f"{name}={value}" for name, value in static_arguments(inp))
+    """The call's static arguments as the log prints them."""
+    return static_arguments_text(static_arguments(inp))
 
 
 def gpu_artifact(

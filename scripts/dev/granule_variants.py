@@ -67,7 +67,9 @@ class VariantRecord:
     decisions: tuple[tuned.Decision, ...]  # tuned.applied's, for this program's entries
 
     def static_text(self) -> str:
-        return " ".join(f"{n}={v}" for n, v in self.static_arguments)
+        from icoforge.backend.gpu import static_arguments_text
+
+        return static_arguments_text(self.static_arguments)
 
 
 class _DoesNothing:
