@@ -20,17 +20,7 @@ export PYTHONUNBUFFERED=1
 export GT4PY_BUILD_CACHE_LIFETIME=persistent GT4PY_BUILD_CACHE_DIR=$(mktemp -d /tmp/gt4py-cold-XXXX)
 GL="python3 -m icoforge greenline --grid $GRID --levels $LEVELS --steps 2 --warmup 1 --profile-steps 1 --only-used-variants"
 
-# The static fields first, outside every run's limit (on a fresh machine they took run a's whole
-# limit in sessions 14 and 16); a no-op when the machine already holds them.
-stamp "static fields: $GRID/$LEVELS"
-python3 -O -c "
-from icoforge.grids import load_grid
-from icoforge.granule.fields import build_static_fields
-from icoforge.granule.greenline import DEFAULT_FACTORY_BACKEND
-grid = load_grid('$GRID', levels=$LEVELS, show_progress=False)
-print('cached' if build_static_fields(grid, DEFAULT_FACTORY_BACKEND, in_child=True).cached else 'computed')
-" > $OUT/static-fields.log 2>&1
-stamp "static fields done (rc $?, $(tail -1 $OUT/static-fields.log))"
+static_fields $GRID $LEVELS $OUT/static-fields.log
 
 REPORTS=()
 for run in ${RUNS:-icoforge-cuda}; do

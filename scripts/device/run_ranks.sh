@@ -80,19 +80,7 @@ snapshot_loop $W $OUT 20 & SNAP=$!
 deadline $END_S "icoforge greenline" & DEAD=$!
 
 # the static fields once (rank 0 of every run would compute them otherwise, inside its time)
-stamp "static fields $GRID/$LEVELS"
-# `python3 -c`, not a here-document: the fields are computed in a spawned child, and spawn
-# re-runs the parent's main module from its path ('<stdin>' does not exist; session 11)
-python3 -c '
-import sys
-from icoforge.granule.fields import build_static_fields
-from icoforge.granule.greenline import DEFAULT_FACTORY_BACKEND
-from icoforge.grids import load_grid
-g = load_grid(sys.argv[1], levels=int(sys.argv[2]), show_progress=False)
-f = build_static_fields(g, DEFAULT_FACTORY_BACKEND, in_child=True)
-print(g, "cached" if f.cached else f"computed {f.timings}")
-' "$GRID" "$LEVELS" > $W/fields.txt 2>&1
-stamp "fields: $(tail -1 $W/fields.txt)"
+static_fields "$GRID" "$LEVELS" $W/fields.txt
 
 for b in $BACKENDS; do
   for n in $RANKS; do
