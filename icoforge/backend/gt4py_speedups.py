@@ -45,6 +45,17 @@ re-derives for every node (isinstance tests, singledispatch, the fields that hol
    PreserveLocationVisitor layer it skips does nothing for this visitor (every visit returns
    None). Subclasses and other keyword arguments take the original path.
 
+Session 19 (benchmarks/gt4py-passes-profile.md section 6), on the early path's passes:
+
+8. `ConstantFolding.apply` on a leaf node. Domain inference folds every range bound it unites
+   (`domain_utils`), 5,852 calls on the predictor solver, 84 % of them on a bare literal, at about
+   160 us each (a pass object, its fixed-point machinery, and `UndoCanonicalizeMinus` after it):
+   the replacement rebuilds the leaf as both passes do (see `_constant_folding_patch`).
+9. The cyclic garbage collector is paused inside the block: the passes allocate hundreds of
+   thousands of tree nodes, and every full collection they trigger walks the whole process's heap
+   (GT4Py, icon4py, NumPy) to free nothing the passes still need; about 0.7 of 5 CPU-s on the
+   predictor solver. Collection resumes after the block, in the caller's state.
+
 Checked for GT4Py 1.2.1 only (`applicable`): identical GTIR (`==` and `str`) and identical icoforge
 kernel IR on all 21 program variants of the R2B4/10 granule; 1-3 made the passes 1.8x faster,
 4-7 another ~1.3x on the solver variants (the critical path);
@@ -58,6 +69,7 @@ import contextlib
 import copy as _copy
 import enum
 import functools
+import gc
 import threading
 import types
 from collections.abc import Iterator
@@ -109,7 +121,35 @@ def _machinery_patches() -> list[tuple[object, str, object]]:
         *_instancecheck_patch(),
         *_symbol_table_patch(),
         *_translator_patches(kinds, kind_of),
+        *_constant_folding_patch(),
     ]
+
+
+def _constant_folding_patch() -> list[tuple[object, str, object]]:
+    """Fix 8: `ConstantFolding.apply` of a leaf (a literal, a symbol reference, an infinity or
+    offset literal). Every rule of the pass and of its `UndoCanonicalizeMinus` matches calls only,
+    so on a leaf both passes only rebuild it: a new node from the same field values, the location
+    kept (PreserveLocationVisitor) and the annex's `type` and `domain` (their
+    PRESERVED_ANNEX_ATTRS). The replacement builds that node directly; anything else, and
+    subclasses, take the original path."""
+    from gt4py.next.iterator import ir as itir
+    from gt4py.next.iterator.transforms.constant_folding import ConstantFolding
+
+    original = ConstantFolding.__dict__["apply"].__func__
+    leaves = (itir.Literal, itir.SymRef, itir.InfinityLiteral, itir.OffsetLiteral)
+    preserved = ("type", "domain")
+
+    def apply(cls, node, enabled_transformations=None):
+        if cls is not ConstantFolding or node.__class__ not in leaves:
+            return original(cls, node, enabled_transformations)
+        new = node.__class__(**dict(node.iter_children_items()))  # leaf values are immutable here
+        if old_annex := getattr(node, "__node_annex__", None):
+            for key in preserved:
+                if key in old_annex.__dict__:
+                    setattr(new.annex, key, old_annex.__dict__[key])
+        return new
+
+    return [(ConstantFolding, "apply", classmethod(apply))]
 
 
 def _node_kinds() -> tuple[dict[int, tuple], object]:
@@ -420,8 +460,12 @@ def patched() -> Iterator[None]:
             inference.ITIRTypeInference.apply = classmethod(apply)
             inference.infer = pass_manager.infer = inference.ITIRTypeInference.apply
             attr.set_run_validators(False)
+            gc_was_enabled = gc.isenabled()
+            gc.disable()  # fix 9 (the blocks are serialised by _lock, so the state restored is the caller's)
             yield
         finally:
+            if gc_was_enabled:
+                gc.enable()
             for owner, name, old in saved_machinery:
                 if old is _ABSENT:
                     delattr(owner, name)

@@ -80,3 +80,49 @@ def test_patched_symbol_tables_and_restore(tiny_grid):
     assert plain_counts == fast_counts
     for p, f in zip(plain_counts, fast_counts):
         assert all(kp is kf or isinstance(kp, str) for (kp, _), (kf, _) in zip(p, f))
+
+
+@pytest.mark.skipif(not gt4py_speedups.applicable(), reason="patches checked for another GT4Py version")
+def test_patched_constant_folding_of_leaves_and_gc_pause():
+    """Fix 8: ConstantFolding.apply on a leaf gives what GT4Py's pass gives (an equal new node,
+    its location and the annex's type and domain kept, nothing else of the annex); calls still
+    fold. Fix 9: the garbage collector is off inside the block and back in the caller's state."""
+    import gc
+
+    from gt4py.eve import concepts
+    from gt4py.next.iterator import ir as itir
+    from gt4py.next.iterator.ir_utils import ir_makers as im
+    from gt4py.next.iterator.transforms.constant_folding import ConstantFolding
+
+    where = concepts.SourceLocation(filename="f.py", line=3, column=1)
+    leaves = [im.literal_from_value(5120), im.ref("horizontal_start", "int32"), itir.InfinityLiteral.POSITIVE,
+              itir.OffsetLiteral(value="E2C"), itir.SymRef(id="nlev", location=where)]  # fmt: skip
+    annotated = im.literal_from_value(7)
+    annotated.annex.domain, annotated.annex.type, annotated.annex.other = "dom", "typ", "not kept"
+    leaves.append(annotated)
+    calls = [im.plus(im.plus("a", 1), 2), im.minimum(im.literal_from_value(3), im.literal_from_value(4))]
+
+    def folded():
+        out = []
+        for node in [*leaves, *calls]:
+            new = ConstantFolding.apply(node)
+            out.append((new, str(new), new is node, getattr(new, "location", None), dict(vars(new.annex)) if hasattr(new, "__node_annex__") else None))
+        return out
+
+    plain = folded()
+    before = ConstantFolding.__dict__["apply"]
+    assert gc.isenabled()
+    with gt4py_speedups.patched():
+        assert not gc.isenabled()
+        assert ConstantFolding.__dict__["apply"] is not before
+        fast = folded()
+    assert gc.isenabled() and ConstantFolding.__dict__["apply"] is before
+    assert fast == plain
+    assert plain[5][4] == {"domain": "dom", "type": "typ"} and plain[4][3] == where  # the case is exercised
+    gc.disable()
+    try:
+        with gt4py_speedups.patched():
+            pass
+        assert not gc.isenabled()  # the caller's state, not "on"
+    finally:
+        gc.enable()
