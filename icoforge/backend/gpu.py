@@ -222,6 +222,7 @@ class Runtime:
         buf = self.pool.get(name)
         if buf is None or buf.size < nh * nk or buf.dtype != dtype:
             buf = self.cp.empty(max(nh * nk, 1), dtype=dtype)
+            poison_new_temporary(buf)
             self.pool[name] = buf
             self._pool_generation += 1
         shape = (hr is not None, kr is not None, h0, h1, k0, k1)
@@ -389,6 +390,17 @@ class GPUExecutor:
         for line in notes:  # which tuned schedules this compile used, and why others not
             print(f"[icoforge] {tr.program.name}: {line}", file=sys.stderr, flush=True)
         return dataclasses.replace(artifact, timings=(*timings, ("started_at", started_at), ("finished_at", time.time())))
+
+
+def poison_new_temporary(buf: Any) -> None:
+    """A new temporary buffer starts as NaN (floats) or -1 (integers), as the C++ runtime's
+    (runtime/icf_cpu.h, TempBuffer): a kernel reading a point no kernel wrote then shows NaN in
+    the outputs of its first call, where uninitialised device memory (often zero) would pass."""
+    kind = buf.dtype.kind
+    if kind == "f":
+        buf.fill(float("nan"))
+    elif kind in "iu":
+        buf.fill(-1 if kind == "i" else np.iinfo(buf.dtype).max)  # all bits set
 
 
 def static_arguments(inp: definitions.CompilableProgramDef) -> tuple[tuple[str, Any], ...]:

@@ -200,3 +200,18 @@ def test_bind_program_runs_the_host_plan_on_any_runtime():
     program(1, (2, 3), offset_provider={}, out=4)  # the tuple flattened, `out` last, as GT4Py passes them
     assert launched == [("kernel", (1, 2, 3, 4))]
     assert program.icoforge_runtime is rt and program.icoforge_artifact is art and program.icoforge_kernels == {"k": "kernel"}
+
+
+def test_new_temporaries_start_poisoned():
+    """A temporary the runtime allocates starts as NaN (floats) or all bits set (integers), not as
+    whatever the allocator left: a kernel reading a point no kernel wrote shows in the outputs."""
+    rt = EmulatedRuntime("p")
+    rt.temporary("f", (0, 10), (0, 3), np.float64)
+    rt.temporary("g", (0, 10), None, np.float32)
+    rt.temporary("i", (0, 10), (0, 3), np.int32)
+    rt.temporary("u", (0, 4), None, np.uint64)
+    assert np.isnan(rt.pool["f"]).all() and np.isnan(rt.pool["g"]).all()
+    assert (rt.pool["i"] == -1).all() and (rt.pool["u"] == np.iinfo(np.uint64).max).all()
+    rt.pool["f"][:] = 1.0
+    rt.temporary("f", (2, 10), (0, 3), np.float64)  # fits: reused as it is, not poisoned again
+    assert (rt.pool["f"] == 1.0).all()

@@ -182,12 +182,22 @@ inline bool no_alias(std::initializer_list<Named> written, std::initializer_list
 }
 
 // A temporary: one buffer per program, grown on demand, reused across calls.
+inline double all_bits_set() {
+  uint64_t u = ~uint64_t(0);
+  double d;
+  std::memcpy(&d, &u, sizeof d);
+  return d;
+}
+
 struct TempBuffer {
   std::vector<double> storage;  // double-aligned raw storage
   View view(long h0, long h1, long k0, long k1, bool has_h, bool has_k, Py_ssize_t itemsize) {
     long nh = has_h ? std::max(0L, h1 - h0) : 1, nk = has_k ? std::max(0L, k1 - k0) : 1;
     size_t bytes = size_t(nh) * size_t(nk) * itemsize;
-    if (storage.size() * sizeof(double) < bytes) storage.resize(bytes / sizeof(double) + 1);
+    // grown storage is poisoned (all bits set: a NaN as float64 and float32, -1 as an integer), not
+    // zeroed, so a kernel reading a point of a temporary that no kernel wrote gives NaN in the outputs
+    // on its first call (the verification fails it) instead of a plausible 0 (CUDA memory is not zeroed)
+    if (storage.size() * sizeof(double) < bytes) storage.resize(bytes / sizeof(double) + 1, all_bits_set());
     View v;
     char* data = reinterpret_cast<char*>(storage.data());
     int d = 0;
