@@ -453,6 +453,7 @@ def patched() -> Iterator[None]:
             cls.__attrs_post_init__ = post_init
         machinery = _machinery_patches()
         saved_machinery = [(owner, name, owner.__dict__.get(name, _ABSENT)) for owner, name, _ in machinery]
+        gc_was_enabled = gc.isenabled()
         try:
             for owner, name, new in machinery:
                 setattr(owner, name, new)
@@ -460,7 +461,6 @@ def patched() -> Iterator[None]:
             inference.ITIRTypeInference.apply = classmethod(apply)
             inference.infer = pass_manager.infer = inference.ITIRTypeInference.apply
             attr.set_run_validators(False)
-            gc_was_enabled = gc.isenabled()
             gc.disable()  # fix 9 (the blocks are serialised by _lock, so the state restored is the caller's)
             yield
         finally:

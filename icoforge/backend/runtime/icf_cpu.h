@@ -181,7 +181,6 @@ inline bool no_alias(std::initializer_list<Named> written, std::initializer_list
   return true;
 }
 
-// A temporary: one buffer per program, grown on demand, reused across calls.
 inline double all_bits_set() {
   uint64_t u = ~uint64_t(0);
   double d;
@@ -189,6 +188,7 @@ inline double all_bits_set() {
   return d;
 }
 
+// A temporary: one buffer per program, grown on demand, reused across calls.
 struct TempBuffer {
   std::vector<double> storage;  // double-aligned raw storage
   View view(long h0, long h1, long k0, long k1, bool has_h, bool has_k, Py_ssize_t itemsize) {
