@@ -143,10 +143,11 @@ def _constant_folding_patch() -> list[tuple[object, str, object]]:
         if cls is not ConstantFolding or node.__class__ not in leaves:
             return original(cls, node, enabled_transformations)
         new = node.__class__(**dict(node.iter_children_items()))  # leaf values are immutable here
-        if old_annex := getattr(node, "__node_annex__", None):
+        if old_annex := getattr(node, "__node_annex__", None):  # as eve's _preserve_annex: the new
+            new_annex = new.annex.__dict__  # node gets an annex (reading `annex` makes one), maybe empty
             for key in preserved:
                 if key in old_annex.__dict__:
-                    setattr(new.annex, key, old_annex.__dict__[key])
+                    new_annex[key] = old_annex.__dict__[key]
         return new
 
     return [(ConstantFolding, "apply", classmethod(apply))]

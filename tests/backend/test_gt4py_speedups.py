@@ -99,7 +99,9 @@ def test_patched_constant_folding_of_leaves_and_gc_pause():
               itir.OffsetLiteral(value="E2C"), itir.SymRef(id="nlev", location=where)]  # fmt: skip
     annotated = im.literal_from_value(7)
     annotated.annex.domain, annotated.annex.type, annotated.annex.other = "dom", "typ", "not kept"
-    leaves.append(annotated)
+    empty = im.literal_from_value(8)
+    assert not vars(empty.annex)  # reading `annex` makes an empty one: the new node gets one too
+    leaves += [annotated, empty]
     calls = [im.plus(im.plus("a", 1), 2), im.minimum(im.literal_from_value(3), im.literal_from_value(4))]
 
     def folded():
@@ -118,7 +120,7 @@ def test_patched_constant_folding_of_leaves_and_gc_pause():
         fast = folded()
     assert gc.isenabled() and ConstantFolding.__dict__["apply"] is before
     assert fast == plain
-    assert plain[5][4] == {"domain": "dom", "type": "typ"} and plain[4][3] == where  # the case is exercised
+    assert plain[5][4] == {"domain": "dom", "type": "typ"} and plain[6][4] == {} and plain[4][3] == where  # exercised
     gc.disable()
     try:
         with gt4py_speedups.patched():
