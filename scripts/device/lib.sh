@@ -40,7 +40,7 @@ stop_bg() {
 
 # static_fields GRID LEVELS LOG: the granule's static fields (icon4py's geometry, interpolation and
 # metric factories) into the machine's icoforge cache, outside any run's time limit; a no-op when
-# the cache holds them. A fresh machine takes 124-221 s on R2B6/80: inside a run's limit they ate
+# the cache holds them; the exit status is Python's. A fresh machine takes 124-221 s on R2B6/80: inside a run's limit they ate
 # the measurement (sessions 14, 16, 18). Python -c, not a here-document: the factories' child
 # process re-runs the parent's main module from its path ('<stdin>' does not exist; session 11).
 static_fields() {
@@ -55,5 +55,7 @@ g = load_grid(sys.argv[1], levels=int(sys.argv[2]), show_progress=False)
 f = build_static_fields(g, DEFAULT_FACTORY_BACKEND, in_child=True)
 print(g, "cached" if f.cached else f"computed {f.timings}")
 ' "$grid" "$levels" > "$log" 2>&1
-  stamp "static fields done (rc $?, $(tail -1 "$log"))"
+  local rc=$?
+  stamp "static fields done (rc $rc, $(tail -1 "$log"))"
+  return $rc
 }

@@ -35,7 +35,7 @@ nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=
 
 # the static fields first, shared by every process (a fresh machine: ~170 s on R2B6/80; session 18's
 # call 3 computed them inside ours while dace_gpu waited, and nothing was timed by the deadline)
-static_fields $GRID $LEVELS $W/static-fields.log
+static_fields $GRID $LEVELS $W/static-fields.log || exit 1  # no grid or fields: nothing to measure
 $GL --backend icoforge-cuda --save-reference $W/ref-icoforge-$TAG.json --json $W/gl-$TAG-opt.json > $W/gl-$TAG-opt.log 2>&1 &
 for b in ${PEERS-dace_gpu}; do
   $GL --backend $b --save-reference $W/ref-$b-$TAG.json --json $W/gl-$TAG-$b.json > $W/gl-$TAG-$b.log 2>&1 &
