@@ -58,6 +58,8 @@ def run(kernels_file: str, argv: list[str]) -> int:
 
 SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) errors?")
 RACE = re.compile(r"RACECHECK SUMMARY: .*")
+# racecheck prints no "ERROR SUMMARY", only its own line (H200, compute-sanitizer 2025.3.1, session 20)
+RACE_COUNTS = re.compile(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?, (\d+) warnings?\)")
 
 
 # Where a reported hazard is: memcheck/initcheck name the kernel on the line after the error
@@ -120,10 +122,11 @@ def report(workdir: str, runs: list[str]) -> int:
         secs = secs_file.read_text().strip() if secs_file.exists() else "-"
         text = "\n".join(p.read_text(errors="replace") for p in logs)
         counts = [int(m) for m in SUMMARY.findall(text)]
+        counts += [int(e) + int(w) for e, w in RACE_COUNTS.findall(text)]  # a warning is a hazard too
         errors = sum(counts)
         kernels = _kernels(kern_file)
         if rc is None:
-            status = "not run (no time left)"
+            status = "not run in this call (not in RUNS, or no time left)"
         elif rc == 124:
             status = "TIMED OUT"
         elif errors or rc == 99:
