@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from icoforge.errors import IcoforgeError
-from icoforge.granule import fields
+from icoforge.granule import backends, fields
 from icoforge.granule.greenline import DEFAULT_FACTORY_BACKEND
 
 
@@ -19,7 +19,10 @@ def test_static_fields_from_a_child_process_equal_in_process_ones(tiny_grid, tmp
     assert not child.cached and set(child.timings) == {"geometry", "interpolation", "metrics"}
     again = fields.build_static_fields(tiny_grid, DEFAULT_FACTORY_BACKEND, in_child=True)
     assert again.cached  # the child's result was stored in the cache
+    fallen_before = len(backends.FALLEN_BACK)
     own = fields.build_static_fields(tiny_grid, DEFAULT_FACTORY_BACKEND, use_cache=False)
+    # issue 19: icon4py's factories compile with icoforge, none through the pair's second backend
+    assert backends.FALLEN_BACK[fallen_before:] == []
     assert set(own.arrays()) == set(child.arrays()) and own.scalars == child.scalars
     for name, a in own.arrays().items():
         b = child.arrays()[name]
