@@ -193,10 +193,13 @@ class ProgramSchedule:
     # temporaries recomputed in their readers (icoforge.backend.inline, every target): "auto" (where
     # the byte model says it moves fewer bytes), "all" (wherever legal) or "off"
     inline: str = "auto"
-    # tuned kernel schedules from the package's database (icoforge.backend.tuned.TunedKernel): only
-    # the default schedule of a backend on a known device carries them; each applies where its
-    # kernel's code, device and size class match (`tuned.applied`). Not part of the JSON form.
+    # tuned kernel schedules from the package's database (icoforge.backend.tuned.TunedKernel): the
+    # default schedule of a backend on a known device carries them, and a given schedule with
+    # `use_tuned` ("tuned": true in JSON: an A/B that changes one thing against the default keeps
+    # them); each applies where its kernel's code, device and size class match (`tuned.applied`).
+    # The entries are not part of the JSON form, the flag is.
     tuned: tuple[Any, ...] = ()
+    use_tuned: bool = False
 
     def __post_init__(self) -> None:
         if self.inline not in INLINE_POLICIES:
@@ -210,6 +213,8 @@ class ProgramSchedule:
         object.__setattr__(self, "fuse", tuple(sorted(set(fuse))))
         if not isinstance(self.fuse_columns, bool):
             raise ScheduleError(f"fuse_columns: true or false, got {self.fuse_columns!r}")
+        if not isinstance(self.use_tuned, bool):
+            raise ScheduleError(f"tuned: true or false, got {self.use_tuned!r}")
 
     def fuses(self, program: str) -> bool:
         return ALL_PROGRAMS in self.fuse or program in self.fuse
@@ -243,11 +248,13 @@ class ProgramSchedule:
             d["fuse_columns"] = True
         if self.inline != "auto":
             d["inline"] = self.inline
+        if self.use_tuned:
+            d["tuned"] = True
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> "ProgramSchedule":
-        keys = ("default", "per_kernel", "per_program", "smem_limit_bytes", "fuse", "fuse_columns", "inline")
+        keys = ("default", "per_kernel", "per_program", "smem_limit_bytes", "fuse", "fuse_columns", "inline", "tuned")
         if unknown := set(d) - set(keys):
             raise ScheduleError(f"unknown program-schedule keys {sorted(unknown)}; valid: {', '.join(keys)}")
         return cls(
@@ -258,6 +265,7 @@ class ProgramSchedule:
             fuse=d.get("fuse", ()),
             fuse_columns=d.get("fuse_columns", False),
             inline=d.get("inline", "auto"),
+            use_tuned=d.get("tuned", False),
         )
 
     def dumps(self) -> str:

@@ -21,8 +21,9 @@ An entry applies to a kernel only where it was verified:
   a change that reordered statements and merged branches but kept every load);
 * the grid is of the same size class: every horizontal dimension the call's neighbour tables
   size is within a factor 2 of the tuned grid's (R2B6 entries do not apply to R2B5 or R2B7).
-A schedule given by the user (`--schedule`, `$ICOFORGE_SCHEDULE`) gets no tuned entries; the
-entries never override a kernel's explicit `per_kernel` schedule. Schedules do not change results:
+A schedule given by the user (`--schedule`, `$ICOFORGE_SCHEDULE`) gets no tuned entries unless it
+says `"tuned": true` (`ProgramSchedule.use_tuned`); the entries never override a kernel's explicit
+`per_kernel` schedule. Schedules do not change results:
 the tuner checked each candidate bit for bit against the default before timing it.
 """
 

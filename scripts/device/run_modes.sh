@@ -13,7 +13,8 @@
 #        AB ("LABEL=SCHEDULE_JSON": also ours with that schedule, e.g. AB='fused={"fuse": ["*"]}',
 #            fingerprints compared with the default run; bit-identical expected),
 #        AB_ARGS (more greenline arguments of the AB run, e.g. AB='substep={"fuse": ["*"]}'
-#            AB_ARGS=--substep-fusion: each substep as one program fused across programs),
+#            AB_ARGS=--substep-fusion: each substep as one program fused across programs; add
+#            "tuned": true to keep the package's tuned entries, as the default has them),
 #        AB_ENV (environment of the AB run, e.g. AB='full={}' AB_ENV=ICOFORGE_EARLY_GTIR=0: the
 #            full GT4Py pass list against the default early path),
 #        INLINE_OFF_RUN (0; 1: the same as AB='inline-off={"inline": "off"}'),

@@ -99,8 +99,13 @@ def test_the_default_gpu_backend_carries_the_entries_of_its_device(monkeypatch):
     assert carried and {e.device for e in carried} == {"NVIDIA H200"}
     given = ProgramSchedule(default=VENDOR_DEFAULTS["cuda"])
     assert gpu.make_gpu_backend("cuda", given).executor.schedule.tuned == ()
+    # a given schedule with "tuned": true (an A/B against the default that changes one thing) has them too
+    asked = ProgramSchedule.loads('{"fuse": ["p"], "tuned": true}')
+    assert asked.use_tuned and asked.to_json()["tuned"] is True and ProgramSchedule.loads(asked.dumps()) == asked
+    assert gpu.make_gpu_backend("cuda", asked).executor.schedule.tuned == carried
     monkeypatch.setattr(gpu, "device_name", lambda: None)
     assert gpu.make_gpu_backend("cuda").executor.schedule.tuned == ()
+    assert gpu.make_gpu_backend("cuda", asked).executor.schedule.tuned == ()
 
 
 def test_the_database_tool_takes_picks_of_gpu_tunes_only(tmp_path):
