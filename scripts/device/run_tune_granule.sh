@@ -3,6 +3,7 @@
 # package's database of tuned schedules (icoforge/backend/tuned_schedules.json).
 #
 #   run(carry=[".whl"], timeout_s=600, command="bash scripts/device/run_tune_granule.sh")
+#   run(carry=[".whl"], timeout_s=600, command="CONFIG='REGIONAL 80' bash scripts/device/run_tune_granule.sh")
 #
 # The granule compiles programs with icon4py's static arguments; where they change a kernel's code,
 # an entry tuned on the suite's inputs does not apply there (session 16: three of nine). The values
@@ -18,9 +19,25 @@ source scripts/device/lib.sh
 set -u
 read -r GRID LEVELS <<< "${CONFIG:-R2B6 80}"
 export PYTHONUNBUFFERED=1
-TUNES=${TUNES:-"compute_rho_theta_pgrad_and_update_vn nflat_gradp=79 nflatlev=16
+R2B6_TUNES="compute_rho_theta_pgrad_and_update_vn nflat_gradp=79 nflatlev=16
 compute_advection_in_horizontal_momentum end_index_of_damping_layer=79
-compute_advection_in_corrector_vertical_momentum end_index_of_damping_layer=79"}
+compute_advection_in_corrector_vertical_momentum end_index_of_damping_layer=79"
+# REGIONAL/80 (limited area; benchmarks/granule-variants-REGIONAL-80.md): the variants' static values,
+# horizontal bounds included. Checked on the workstation (scripts/dev/tune_fingerprints.py): they give
+# the fingerprints session 19's REGIONAL run logged (rho_theta k4 52d2da33795e69f5, horizontal
+# advection k2 56b4b9e03fe280c9, horizontal velocity k0 aaf737c8590c253e), and every other kernel of
+# these programs the fingerprint of its R2B6 entry (left out there only for the size class).
+REGIONAL_TUNES="compute_rho_theta_pgrad_and_update_vn end_edge_halo=67232 end_edge_local=67232 end_edge_nudging=6916 horizontal_end=67232 horizontal_start=0 is_iau_active=False limited_area=True nflat_gradp=79 nflatlev=16 start_edge_lateral_boundary=0 start_edge_lateral_boundary_level_7=4824 start_edge_nudging_level_2=6916
+compute_horizontal_velocity_quantities_and_fluxes nflatlev=16 horizontal_start=3234 horizontal_end=67232 vertical_start=0 vertical_end=81
+compute_advection_in_horizontal_momentum apply_extra_diffusion_on_vn=True end_index_of_damping_layer=79 horizontal_start=6916 horizontal_end=67232 vertical_start=0 vertical_end=80
+compute_advection_in_corrector_vertical_momentum end_index_of_damping_layer=79 horizontal_start=3210 horizontal_end=44640 vertical_start=0 vertical_end=80"
+case "$GRID $LEVELS" in
+  "R2B6 80") DEFAULT_TUNES=$R2B6_TUNES ;;
+  "REGIONAL 80") DEFAULT_TUNES=$REGIONAL_TUNES ;;
+  *) DEFAULT_TUNES="" ;;
+esac
+TUNES=${TUNES:-$DEFAULT_TUNES}
+[ -n "$TUNES" ] || { echo "run_tune_granule.sh: no granule values for $GRID/$LEVELS; give TUNES" >&2; exit 2; }
 W=/tmp/tune-granule; mkdir -p $W
 deadline ${END_S:-560} "icoforge tune" & KILLER=$!
 
