@@ -31,7 +31,15 @@ REGIONAL_TUNES="compute_rho_theta_pgrad_and_update_vn end_edge_halo=67232 end_ed
 compute_horizontal_velocity_quantities_and_fluxes nflatlev=16 horizontal_start=3234 horizontal_end=67232 vertical_start=0 vertical_end=81
 compute_advection_in_horizontal_momentum apply_extra_diffusion_on_vn=True end_index_of_damping_layer=79 horizontal_start=6916 horizontal_end=67232 vertical_start=0 vertical_end=80
 compute_advection_in_corrector_vertical_momentum end_index_of_damping_layer=79 horizontal_start=3210 horizontal_end=44640 vertical_start=0 vertical_end=80"
+# R2B6/120: no entry applied in session 20 (the level count is compiled into the code); these values
+# (from its log) give the fingerprints it printed for every stale kernel (checked on the workstation
+# on R2B4/120: the fingerprint leaves the horizontal bounds out)
+R2B6_120_TUNES="compute_rho_theta_pgrad_and_update_vn end_edge_halo=491520 end_edge_local=491520 end_edge_nudging=0 horizontal_end=491520 horizontal_start=0 is_iau_active=False limited_area=False nflat_gradp=119 nflatlev=27 start_edge_lateral_boundary=0 start_edge_lateral_boundary_level_7=0 start_edge_nudging_level_2=0 vertical_end=120 vertical_start=0
+compute_horizontal_velocity_quantities_and_fluxes horizontal_end=491520 horizontal_start=0 nflatlev=27 vertical_end=121 vertical_start=0
+compute_advection_in_horizontal_momentum apply_extra_diffusion_on_vn=True end_index_of_damping_layer=119 horizontal_end=491520 horizontal_start=0 vertical_end=120 vertical_start=0
+compute_advection_in_corrector_vertical_momentum end_index_of_damping_layer=119 horizontal_end=327680 horizontal_start=0 vertical_end=120 vertical_start=0"
 case "$GRID $LEVELS" in
+  "R2B6 120") DEFAULT_TUNES=$R2B6_120_TUNES ;;
   "R2B6 80") DEFAULT_TUNES=$R2B6_TUNES ;;
   "REGIONAL 80") DEFAULT_TUNES=$REGIONAL_TUNES ;;
   *) DEFAULT_TUNES="" ;;
