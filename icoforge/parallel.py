@@ -11,6 +11,7 @@ import collections
 import concurrent.futures as cf
 import multiprocessing
 import signal
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -96,7 +97,17 @@ def _pool_pass(fn, queue: collections.deque, jobs: int, ctx):
                 else:
                     yield task, fut.result() if exc is None else exc
             if broken:
-                for p in workers.values():
-                    p.join(timeout=10)  # the pool terminates the survivors; wait for their codes
-                dead = [p.exitcode for p in workers.values() if p.exitcode is not None]
-                return lost, dead
+                codes = [_exit_code(p) for p in workers.values()]  # the pool terminates the survivors
+                return lost, [c for c in codes if c is not None]
+
+
+def _exit_code(process, seconds: float = 10.0) -> int | None:
+    """The exit code of a pool's worker once it has one (None if it has not ended by then). The pool's
+    manager thread joins its workers at the same time as we do: when its waitpid reaps the process, ours
+    finds nothing and reads None until that thread has stored the code (seen on a loaded 2-core machine:
+    "exit code unknown" for a worker that had called os._exit(3))."""
+    deadline = time.monotonic() + seconds
+    process.join(timeout=seconds)
+    while process.exitcode is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return process.exitcode
