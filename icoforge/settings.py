@@ -17,6 +17,7 @@ monkeypatch them; `update` and `overridden` change them for this process and its
 | ICOFORGE_WORKER_NICE | worker_nice | nice increment of compile workers (default 5; 0 keeps the priority) |
 | ICOFORGE_WARM_POOL | warm_pool | 0: the granule does not start GT4Py's compile workers ahead of time |
 | ICOFORGE_EARLY_GTIR | early_gtir | default 1: stop GT4Py's passes before their fusion loop (gt4py_early.py); 0: all of them (GT4Py's full list) |
+| ICOFORGE_TEMPORARIES | temporaries | where the GPU runtime keeps a program's temporaries: persistent (default), per-call, async |
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Iterator, Mapping
+
+from icoforge.errors import IcoforgeError
 
 # field -> environment variable
 VARIABLES = {
@@ -36,7 +39,15 @@ VARIABLES = {
     "worker_nice": "ICOFORGE_WORKER_NICE",
     "warm_pool": "ICOFORGE_WARM_POOL",
     "early_gtir": "ICOFORGE_EARLY_GTIR",
+    "temporaries": "ICOFORGE_TEMPORARIES",
 }
+
+# Allocation policies of the GPU runtime's temporaries (backend/gpu.py, issue 17 item 5):
+# persistent: each loaded program keeps its temporaries from call to call (pointers stay, so a call
+#   can be replayed); per-call: taken from CuPy's memory pool at every call and given back at its end
+#   (the pool's stream-ordered reuse; peak memory is the largest program's, not the sum); async: the
+#   same through CUDA's stream-ordered allocator (cupy.cuda.MemoryAsyncPool, cudaMallocAsync).
+TEMPORARY_POLICIES = ("persistent", "per-call", "async")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +60,11 @@ class Settings:
     worker_nice: int = 5
     warm_pool: bool = True
     early_gtir: bool = True
+    temporaries: str = "persistent"
+
+    def __post_init__(self) -> None:
+        if self.temporaries not in TEMPORARY_POLICIES:
+            raise IcoforgeError(f"ICOFORGE_TEMPORARIES={self.temporaries!r}: choose one of {', '.join(TEMPORARY_POLICIES)}")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "Settings":
@@ -67,6 +83,7 @@ class Settings:
             worker_nice=worker_nice,
             warm_pool=raw["warm_pool"] != "0",
             early_gtir=raw["early_gtir"] != "0",
+            temporaries=raw["temporaries"] or "persistent",
         )
 
     def to_env(self) -> dict[str, str | None]:

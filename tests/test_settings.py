@@ -26,11 +26,11 @@ def test_every_variable_is_read():
     env = {
         "ICOFORGE_CACHE": "/c", "ICOFORGE_SCHEDULE": ' {"fuse": ["*"]} ', "ICOFORGE_FAST_PASSES": "0",
         "ICOFORGE_HOST_REPLAY": "0", "ICOFORGE_TRACE": "/t", "ICOFORGE_WORKER_NICE": "3", "ICOFORGE_WARM_POOL": "0",
-        "ICOFORGE_EARLY_GTIR": "1",
+        "ICOFORGE_EARLY_GTIR": "1", "ICOFORGE_TEMPORARIES": "per-call",
     }  # fmt: skip
     assert set(env) == set(VARIABLES.values())
     s = Settings.from_env(env)
-    assert s == Settings("/c", '{"fuse": ["*"]}', False, False, "/t", 3, False, True)
+    assert s == Settings("/c", '{"fuse": ["*"]}', False, False, "/t", 3, False, True, "per-call")
     assert Settings.from_env({k: v for k, v in s.to_env().items() if v is not None}) == s  # a round trip
 
 

@@ -3,7 +3,8 @@ temporary pool and a generated host launch plan.
 
 CuPy caches compiled modules on disk keyed by source, options, architecture and toolkit version,
 so a program compiles once per machine. Temporaries live in a pool owned by the loaded program and
-are reused across calls (no allocation per call once sizes are known).
+are reused across calls (no allocation per call once sizes are known); ICOFORGE_TEMPORARIES=per-call
+or async takes them per call instead (settings.TEMPORARY_POLICIES).
 """
 
 from __future__ import annotations
@@ -84,8 +85,12 @@ class Runtime:
         # (frozen); the weak reference tells a live entry from one whose id was reused
         self._fields: dict[int, tuple] = {}
         self._spans: dict[int, tuple] = {}
-        # replay of whole calls (see `run`); off with ICOFORGE_HOST_REPLAY=0
-        self.replay = settings.current().host_replay
+        # where temporaries live (settings.TEMPORARY_POLICIES): only persistent ones keep their
+        # pointers from call to call, so only with them can a call be replayed (see `run`; off with
+        # ICOFORGE_HOST_REPLAY=0)
+        self.temporaries = settings.current().temporaries
+        self.replay = settings.current().host_replay and self.temporaries == "persistent"
+        self._call_buffers: list[Any] = []  # per-call and async: this call's temporaries, freed at its end
         self._plans: dict[tuple, _Replay] = {}
         self._recording: list[tuple] | None = None
         self._pool_generation = 0  # counts temporary buffers (re)allocated: recorded pointers die then
@@ -110,6 +115,9 @@ class Runtime:
             launches = self._recording
         finally:
             self._recording = None
+            # per-call and async temporaries go back now: their pools reuse a block only in stream
+            # order, after the kernels launched on this stream that use it
+            self._call_buffers.clear()
         if key is not None:
             if len(self._plans) >= 16:  # a caller with new fields on every call
                 self._plans.clear()
@@ -219,6 +227,11 @@ class Runtime:
         h0, h1 = (int(hr[0]), int(hr[1])) if hr else (0, 1)
         k0, k1 = (int(kr[0]), int(kr[1])) if kr else (0, 1)
         nh, nk = max(h1 - h0, 0), max(k1 - k0, 0)
+        if self.temporaries != "persistent":  # a fresh buffer for this call only
+            buf = self._call_buffer(max(nh * nk, 1), dtype)
+            poison_new_temporary(buf)  # stale data from the pool would pass where NaN shows
+            self._call_buffers.append(buf)
+            return self._temporary_view(buf, hr, kr, h0, k0, nh)
         buf = self.pool.get(name)
         if buf is None or buf.size < nh * nk or buf.dtype != dtype:
             buf = self.cp.empty(max(nh * nk, 1), dtype=dtype)
@@ -229,6 +242,11 @@ class Runtime:
         last = self.pool.get(("temporary view", name))  # the same temporary every call: one view
         if last is not None and last[0] is buf and last[1] == shape:
             return last[2]
+        view = self._temporary_view(buf, hr, kr, h0, k0, nh)
+        self.pool[("temporary view", name)] = (buf, shape, view)
+        return view
+
+    def _temporary_view(self, buf: Any, hr: Any, kr: Any, h0: int, k0: int, nh: int) -> tuple:
         item = buf.itemsize
         # horizontal unit stride: element (i, k) at (k - k0) * nh + (i - h0)
         strides = []
@@ -240,9 +258,16 @@ class Runtime:
             strides.append(nh)
             offset += k0 * nh
         ptr = self._ptr(buf) - offset * item
-        view = (np.uint64(ptr), *(np.int64(s) for s in strides))
-        self.pool[("temporary view", name)] = (buf, shape, view)
-        return view
+        return (np.uint64(ptr), *(np.int64(s) for s in strides))
+
+    def _call_buffer(self, n: int, dtype: type) -> Any:
+        if self.temporaries == "per-call":
+            return self.cp.empty(n, dtype=dtype)  # CuPy's memory pool (NumPy in the emulation)
+        if self.cp is np:
+            raise IcoforgeError("ICOFORGE_TEMPORARIES=async needs CuPy and a GPU (CUDA's stream-ordered allocator); "
+                                "the emulation takes persistent or per-call")  # fmt: skip
+        memory = _async_pool(self.cp).malloc(n * np.dtype(dtype).itemsize)
+        return self.cp.ndarray((n,), dtype=dtype, memptr=memory)
 
     def launch(self, kernel: Any, grid: tuple, block: tuple, args: tuple) -> None:
         if self._recording is not None:
@@ -390,6 +415,12 @@ class GPUExecutor:
         for line in notes:  # which tuned schedules this compile used, and why others not
             print(f"[icoforge] {tr.program.name}: {line}", file=sys.stderr, flush=True)
         return dataclasses.replace(artifact, timings=(*timings, ("started_at", started_at), ("finished_at", time.time())))
+
+
+@functools.cache
+def _async_pool(cp: Any) -> Any:
+    """One stream-ordered pool (cudaMallocAsync) per process for ICOFORGE_TEMPORARIES=async."""
+    return cp.cuda.MemoryAsyncPool()
 
 
 def poison_new_temporary(buf: Any) -> None:
