@@ -6,20 +6,20 @@
 A tuned entry applies where the kernel's fingerprint is the one tuned (icoforge/backend/tuned.py).
 Before spending device time on a tune of a granule variant, compare these with the fingerprints
 the granule's compile log printed ("its code changed since it was tuned (fingerprint ...)"): equal
-fingerprints mean the tune's entries will apply there. The same steps as the tuner: the suite's
-inputs with the static values replaced (`tuner.static_overrides`), `workflow.translate`, then the
-CUDA default schedule's fusion (`pipeline.gpu_passes`), fingerprinted as `tuned.applied` does.
+fingerprints mean the tune's entries will apply there. The suite's static scalars with the given
+values replacing them (`tuner.static_overrides`, as the tuner does), fingerprinted by
+granule_variants.py's `suite_prints` with the CUDA default schedule.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from icoforge.backend import pipeline, tuned
+from granule_variants import suite_prints, suite_statics
+
 from icoforge.backend.schedule import default_program_schedule
 from icoforge.grids import load_grid
-from icoforge.perf.static import suite_program_ir
-from icoforge.suite import get_program, make_inputs
+from icoforge.suite import get_program
 from icoforge.tune.tuner import static_overrides
 
 
@@ -32,11 +32,9 @@ def main() -> None:
     args = ap.parse_args()
     grid = load_grid(args.grid, levels=args.levels, show_progress=False)
     info = get_program(args.program)
-    values = dict(v.split("=", 1) for v in args.values)
-    pir = suite_program_ir(info, grid, {**make_inputs(info, grid, 0), **static_overrides(info, values)})
-    scheduled, _, _ = pipeline.gpu_passes(pir, default_program_schedule("cuda"), "cuda")
-    for k in scheduled.kernels():
-        print(k.name, tuned.kernel_fingerprint(k))
+    static = {**suite_statics(info, grid), **static_overrides(info, dict(v.split("=", 1) for v in args.values))}
+    for kernel, fingerprint in suite_prints(info, grid, static, default_program_schedule("cuda")).items():
+        print(kernel, fingerprint)
 
 
 if __name__ == "__main__":
