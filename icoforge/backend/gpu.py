@@ -228,14 +228,12 @@ class Runtime:
         k0, k1 = (int(kr[0]), int(kr[1])) if kr else (0, 1)
         nh, nk = max(h1 - h0, 0), max(k1 - k0, 0)
         if self.temporaries != "persistent":  # a fresh buffer for this call only
-            buf = self._call_buffer(max(nh * nk, 1), dtype)
-            poison_new_temporary(buf)  # stale data from the pool would pass where NaN shows
+            buf = self._new_temporary(max(nh * nk, 1), dtype)
             self._call_buffers.append(buf)
             return self._temporary_view(buf, hr, kr, h0, k0, nh)
         buf = self.pool.get(name)
         if buf is None or buf.size < nh * nk or buf.dtype != dtype:
-            buf = self.cp.empty(max(nh * nk, 1), dtype=dtype)
-            poison_new_temporary(buf)
+            buf = self._new_temporary(max(nh * nk, 1), dtype)
             self.pool[name] = buf
             self._pool_generation += 1
         shape = (hr is not None, kr is not None, h0, h1, k0, k1)
@@ -260,14 +258,18 @@ class Runtime:
         ptr = self._ptr(buf) - offset * item
         return (np.uint64(ptr), *(np.int64(s) for s in strides))
 
-    def _call_buffer(self, n: int, dtype: type) -> Any:
-        if self.temporaries == "per-call":
-            return self.cp.empty(n, dtype=dtype)  # CuPy's memory pool (NumPy in the emulation)
-        if self.cp is np:
+    def _new_temporary(self, n: int, dtype: type) -> Any:
+        """A poisoned buffer of `n` elements from the policy's allocator (CuPy's memory pool, NumPy in
+        the emulation; CUDA's stream-ordered pool for async): stale data would pass where NaN shows."""
+        if self.temporaries != "async":
+            buf = self.cp.empty(n, dtype=dtype)
+        elif self.cp is np:
             raise IcoforgeError("ICOFORGE_TEMPORARIES=async needs CuPy and a GPU (CUDA's stream-ordered allocator); "
                                 "the emulation takes persistent or per-call")  # fmt: skip
-        memory = _async_pool(self.cp).malloc(n * np.dtype(dtype).itemsize)
-        return self.cp.ndarray((n,), dtype=dtype, memptr=memory)
+        else:
+            buf = self.cp.ndarray((n,), dtype=dtype, memptr=_async_pool(self.cp).malloc(n * np.dtype(dtype).itemsize))
+        poison_new_temporary(buf)
+        return buf
 
     def launch(self, kernel: Any, grid: tuple, block: tuple, args: tuple) -> None:
         if self._recording is not None:
