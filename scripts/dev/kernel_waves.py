@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 
 from icoforge.backend import ir, pipeline
+from icoforge.backend.fuse import _independent
 from icoforge.backend.schedule import default_program_schedule
 from icoforge.grids import load_grid
 from icoforge.perf.model import program_cost
@@ -34,12 +35,11 @@ GRANULE = (
 
 
 def waves(kernels: list[ir.Kernel]) -> list[int]:
-    """Wave of each kernel, in program order (1 = depends on no earlier kernel)."""
+    """Wave of each kernel, in program order (1 = depends on no earlier kernel); independence is
+    fusion's rule (fuse._independent: neither writes what the other touches)."""
     out: list[int] = []
     for j, kj in enumerate(kernels):
-        reads, writes = set(kj.fields_read()), set(kj.fields_written())
-        deps = [out[i] for i, ki in enumerate(kernels[:j])
-                if set(ki.fields_written()) & (reads | writes) or set(ki.fields_read()) & writes]  # fmt: skip
+        deps = [out[i] for i, ki in enumerate(kernels[:j]) if not _independent(ki, kj)]
         out.append(1 + max(deps, default=0))
     return out
 
