@@ -23,6 +23,14 @@ def schedule(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def static_scalars(p: argparse.ArgumentParser) -> None:
+    """--static: which scalars `run` and `explain` compile in (explain shows what run compiles)."""
+    p.add_argument(
+        "--static", default="icon4py", choices=("icon4py", "none"),
+        help="compile-time scalars: icon4py = int and bool scalars, like icon4py's setup_program (default)",
+    )  # fmt: skip
+
+
 def report_files(p: argparse.ArgumentParser, what: str = "report") -> None:
     """--json and --markdown: the report written to files besides the console's tables."""
     p.add_argument("--json", metavar="PATH", help=f"also write the {what} as JSON ('-' for stdout, no tables)")

@@ -32,8 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="schedule parameter for the GPU pages, e.g. block=256,1 k_per_thread=4 (repeatable)")  # fmt: skip
     p.add_argument("--diff", metavar="BLOCKX,BLOCKY",
                    help="unified diff of the generated GPU code against this block (or 'NAME=VALUE;...' settings)")  # fmt: skip
-    p.add_argument("--static", default="icon4py", choices=("icon4py", "none"),
-                   help="compile-time scalars: icon4py = int and bool scalars, as `icoforge run` (default)")  # fmt: skip
+    common_args.static_scalars(p)
     p.add_argument("--inline", default="auto", choices=("auto", "all", "off"),
                    help="temporaries recomputed in their readers: auto = where fewer bytes move (default), all, off")  # fmt: skip
     p.add_argument("--pager", action="store_true", help="page through the output (terminal only)")

@@ -40,10 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="check --backend against the stored gtfn_cpu outputs (icoforge/suite/gt4py_references.json): "
         "no GT4Py compile; runs on the store's grid, levels and seed",
     )  # fmt: skip
-    p.add_argument(
-        "--static", default="icon4py", choices=("icon4py", "none"),
-        help="compile-time scalars: icon4py = int and bool scalars, like icon4py's setup_program (default)",
-    )  # fmt: skip
+    common_args.static_scalars(p)
     p.add_argument("--rtol", type=float, default=1e-10, help="relative tolerance of --compare (default 1e-10)")
     p.add_argument(
         "--atol", type=float, default=None,
