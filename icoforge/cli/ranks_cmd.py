@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 
+from icoforge.cli import common_args
 from icoforge.errors import IcoforgeError
 
 WORLD_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS")
@@ -118,11 +119,9 @@ def _run_rank(args: argparse.Namespace) -> int:
         if local is not None:  # one GPU per rank, chosen before anything allocates on a device
             decompose.select_device(local)
     props = decompose.mpi_world()
-    opts = ranks.RanksOptions(
-        grid=args.grid, levels=args.levels, backends=tuple(dict.fromkeys([args.backend, *args.compare])),
-        steps=args.steps, warmup=args.warmup, verify=args.verify,
-        rtol=ranks.DEFAULT_RTOL if args.rtol is None else args.rtol, factory_backend=args.factory_backend,
-        seed=args.seed, only_used_variants=args.only_used_variants, exchange=args.exchange, decomposer=args.decomposer,
+    opts = common_args.options(
+        ranks.RanksOptions, args, backends=tuple(dict.fromkeys([args.backend, *args.compare])),
+        rtol=ranks.DEFAULT_RTOL if args.rtol is None else args.rtol,
     )  # fmt: skip
     console = make_console(stderr=args.json == "-", wide=args.wide)
     if args.progress_lines:

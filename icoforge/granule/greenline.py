@@ -39,19 +39,26 @@ DEFAULT_FACTORY_BACKEND = "icoforge-cpu+roundtrip-passes"
 
 
 @dataclasses.dataclass
-class GreenlineOptions:
+class GranuleOptions:
+    """What a greenline run takes on one process (GreenlineOptions) and decomposed over MPI ranks
+    (ranks.RanksOptions): defined once, so that both build the same grid, static fields and state."""
+
     grid: str = "R2B3"
     levels: int = 10
     backends: tuple[str, ...] = ("icoforge-cpu",)
     steps: int = 5
     warmup: int = 1
-    profile_steps: int = 1  # dycore steps of SUBSTEP_MIX with per-program timing (0: none)
     verify: bool = False
     rtol: float = verify_mod.DEFAULT_RTOL
     factory_backend: str = DEFAULT_FACTORY_BACKEND
     seed: int = 0
-    cold: bool = False  # compile into an empty, temporary icoforge cache
     only_used_variants: bool = False  # compile only the program variants the steps call (CI)
+
+
+@dataclasses.dataclass
+class GreenlineOptions(GranuleOptions):
+    profile_steps: int = 1  # dycore steps of SUBSTEP_MIX with per-program timing (0: none)
+    cold: bool = False  # compile into an empty, temporary icoforge cache
     save_reference: str | None = None  # write the first backend's verification fingerprint here
     reference_file: str | None = None  # compare every backend with a recorded fingerprint
     gpu_lock: str | None = None  # hold an exclusive flock on this file while measuring (see gpulock.py)

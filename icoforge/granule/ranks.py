@@ -41,6 +41,7 @@ import numpy as np
 from icoforge.errors import IcoforgeError
 from icoforge.granule import decompose
 from icoforge.granule import verify as verify_mod
+from icoforge.granule.greenline import GranuleOptions, environment
 from icoforge.granule.halo_exchange import PHASES, TimedExchange, make_exchange
 from icoforge.granule.runner import SUBSTEP_MIX, VARIANTS, Granule, Progress
 from icoforge.granule.solver import GranuleGrid
@@ -49,17 +50,8 @@ DEFAULT_RTOL = 1e-12  # decomposed vs one rank: the same operations per point, o
 
 
 @dataclasses.dataclass
-class RanksOptions:
-    grid: str = "R2B3"
-    levels: int = 10
-    backends: tuple[str, ...] = ("icoforge-cpu",)
-    steps: int = 5
-    warmup: int = 1
-    verify: bool = False
-    rtol: float = DEFAULT_RTOL
-    factory_backend: str = "icoforge-cpu+roundtrip-passes"
-    seed: int = 0
-    only_used_variants: bool = False
+class RanksOptions(GranuleOptions):
+    rtol: float = DEFAULT_RTOL  # tighter than one process's (see DEFAULT_RTOL)
     exchange: str = "auto"  # halo_exchange.EXCHANGES
     decomposer: str = "metis"  # decompose.DECOMPOSERS
 
@@ -274,7 +266,6 @@ def run_ranks(
 ) -> dict[str, Any] | None:
     """Every rank calls it (collective); rank 0 gets the report, the others None."""
     from icoforge.granule.backends import check_name
-    from icoforge.granule.greenline import environment
 
     progress = progress or (lambda what, done, total: None)
     log = log or (lambda text: None)
