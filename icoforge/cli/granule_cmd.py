@@ -51,6 +51,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f"(default {DEFAULT_FACTORY_BACKEND}: ours, GT4Py's Python roundtrip for the programs we do not lower)",
     )  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="seed of the initial state (default 0)")
+    p.add_argument(
+        "--floors-steps", type=int, default=0, metavar="N",
+        help="icoforge backends, after the timing: N dycore steps with every program call recorded for the "
+        "kernel/program/substep compulsory-byte floors (report and --latest; default 0: none)",
+    )  # fmt: skip
     pymode.add_argument(p)
     p.add_argument("--cold", action="store_true", help="compile into an empty temporary icoforge cache (cold compile)")
     p.add_argument(
@@ -111,7 +116,11 @@ def _latest_arguments(p: argparse.ArgumentParser) -> None:
         help="also write the headline record (benchmarks/granule-latest.json: step ms and cold compile per "
         "backend, floors, commit, machine)",
     )  # fmt: skip
-    p.add_argument("--floors", metavar="ROOFLINE.json", help="with --latest: floors_ms from `roofline greenline --json`")
+    p.add_argument(
+        "--floors", metavar="ROOFLINE.json",
+        help="with --latest: floors_ms from `roofline greenline --json` (default: an icoforge backend's "
+        "--floors-steps floors in the report)",
+    )  # fmt: skip
     p.add_argument("--commit", help="with --latest: the commit measured (default: git rev-parse HEAD, if any)")
 
 
@@ -134,10 +143,11 @@ def cmd_greenline(args: argparse.Namespace) -> int:
     if args.verify and len(opts.backends) < 2:
         console.print("[yellow]--verify needs a --compare backend; nothing to verify[/yellow]")
 
+    from icoforge.perf.greenline import granule_floors
     from icoforge.perf.model import sequence_bytes
 
     with StepProgress(console) as step:
-        report = run_greenline(opts, progress=step, log=step.log, byte_model=sequence_bytes)
+        report = run_greenline(opts, progress=step, log=step.log, byte_model=sequence_bytes, floor_model=granule_floors)
 
     _output(report.to_json(), args, console)
     failed = [c for c in report.comparisons if not c.passed]

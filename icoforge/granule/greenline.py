@@ -36,6 +36,8 @@ from icoforge.granule.runner import SUBSTEP_MIX, VARIANTS, BackendResult, Granul
 from icoforge.granule.state import initial_state
 
 DEFAULT_FACTORY_BACKEND = "icoforge-cpu+roundtrip-passes"
+# (granule, dycore steps) -> {"floors_ms", "floors_bytes", "floors_bandwidth_GBps"}: perf's, passed down
+FloorModel = Callable[[Any, int], dict[str, Any]]
 
 
 @dataclasses.dataclass
@@ -63,6 +65,7 @@ class GreenlineOptions(GranuleOptions):
     reference_file: str | None = None  # compare every backend with a recorded fingerprint
     gpu_lock: str | None = None  # hold an exclusive flock on this file while measuring (see gpulock.py)
     substep_fusion: bool = False  # icoforge GPU backends: each substep's calls as one program (backend/substep.py)
+    floors_steps: int = 0  # icoforge backends: dycore steps recorded for the three byte floors (0: none)
 
 
 @dataclasses.dataclass
@@ -166,17 +169,22 @@ def run_greenline(
     progress: Progress | None = None,
     log: Callable[[str], None] | None = None,
     byte_model: Callable[[Any], dict[str, int]] | None = None,
+    floor_model: FloorModel | None = None,
 ) -> GreenlineReport:
     """The greenline (module doc). `byte_model`: bytes of a composed substep sequence for the
-    substep-fusion table (the CLI passes perf.model.sequence_bytes; the granule sits below perf)."""
+    substep-fusion table (the CLI passes perf.model.sequence_bytes; the granule sits below perf).
+    `floor_model(granule, steps)`: the compulsory-byte floors of `steps` recorded dycore steps, for
+    `opts.floors_steps` (the CLI passes perf.greenline.granule_floors)."""
     from icoforge.grids import load_grid
 
     progress = progress or (lambda what, done, total: None)
     log = log or (lambda text: None)
     if opts.levels <= 0:
         raise IcoforgeError(f"levels must be positive, got {opts.levels}")
-    if opts.steps < 1 or opts.warmup < 0 or opts.profile_steps < 0:
-        raise IcoforgeError("steps must be >= 1, warm-up and profile steps >= 0")
+    if opts.steps < 1 or opts.warmup < 0 or opts.profile_steps < 0 or opts.floors_steps < 0:
+        raise IcoforgeError("steps must be >= 1, warm-up, profile and floors steps >= 0")
+    if opts.floors_steps and floor_model is None:
+        raise IcoforgeError("floors steps need a floor model (the CLI passes the byte model's)")
     if not opts.backends:
         raise IcoforgeError("no backend given")
     for name in (*opts.backends, opts.factory_backend):
@@ -243,7 +251,7 @@ def run_greenline(
                 log(_setup_line(g.result))
             setup_hold.close()
             # inside: a cold cache's generated sources are read for kernel counts
-            comparisons = measure(granules, opts, inputs, recorded, lock, progress, log)
+            comparisons = measure(granules, opts, inputs, recorded, lock, progress, log, floor_model)
             for g in granules:
                 g.result.substep_fusion = g.fusion_summary(byte_model)
 
@@ -278,9 +286,11 @@ def measure(
     lock: GpuLock | None,
     progress: Progress,
     log: Callable[[str], None],
+    floor_model: FloorModel | None = None,
 ) -> list[verify_mod.Comparison]:
     """The phases after setup, each backend's on the GPU alone under `lock`: verification
-    substeps, timed steps, per-program profile. Returns the verification comparisons."""
+    substeps, timed steps, per-program profile, and last (they advance the state) the recorded
+    steps of the byte floors. Returns the verification comparisons."""
     sequences: dict[str, list[Any]] = {}
 
     def sequence(g: Granule) -> list[Any]:
@@ -311,6 +321,12 @@ def measure(
             g.measure_busy(opts.steps, progress)  # GPU backends: the idle fraction per substep
             if opts.profile_steps:
                 g.profile(opts.profile_steps, progress)
+        # only icoforge's programs carry kernel IR: a peer's floors would all be 0
+        if opts.floors_steps and floor_model is not None and g.name.startswith("icoforge"):
+            progress(f"byte floors: {g.name}", 0, 0)
+            with measuring(lock, g, "byte floors (recorded steps, copy bandwidth)"):
+                g.result.floors = floor_model(g, opts.floors_steps)
+            log(f"{g.name}: floors per dycore step " + ", ".join(f"{k} {v:.2f} ms" for k, v in g.result.floors["floors_ms"].items()))
     return comparisons
 
 

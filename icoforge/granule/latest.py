@@ -51,14 +51,25 @@ def floors_from_roofline(path: str | pathlib.Path) -> dict[str, float]:
     return {k: float(floors[k]) for k in FLOORS}
 
 
+def report_floors(data: Data) -> tuple[str, Data] | None:
+    """(backend, floors) of the first backend of a report that recorded byte floors (greenline
+    --floors-steps), or None."""
+    return next(((b["backend"], b["floors"]) for b in data["backends"] if b.get("floors")), None)
+
+
 def latest(data: Data, commit: str | None, floors_ms: dict[str, float] | None = None) -> Data:
-    """The granule-latest record of a (merged) greenline report."""
+    """The granule-latest record of a (merged) greenline report; without `floors_ms` (a roofline's),
+    the floors an icoforge backend recorded in this very run."""
     envs = [env for _, env in run_environments(data)]
     optimized = python_optimized_modes(data)
     backends = [b for b in data["backends"] if b.get("dycore_step_ms") is not None]
     if not backends:
         raise IcoforgeError("latest: the report has no backend with a timed dycore step")
     machine = envs[0].get("gpu") or envs[0].get("host")
+    floors_source = "roofline report" if floors_ms is not None else None
+    if floors_ms is None and (recorded := report_floors(data)):
+        floors_source = f"this run, {recorded[0]}'s kernels at {recorded[1]['floors_bandwidth_GBps']:.1f} GB/s copy bandwidth"
+        floors_ms = {k: round(float(recorded[1]["floors_ms"][k]), 3) for k in FLOORS}
     return {
         "date": envs[0].get("date"),
         "commit": commit,
@@ -77,6 +88,7 @@ def latest(data: Data, commit: str | None, floors_ms: dict[str, float] | None = 
         },
         "cold_compile_s": {b["backend"]: _cold_compile_s(data, b) for b in backends},
         "floors_ms": floors_ms,
+        "floors_source": floors_source,
         "versions": envs[0].get("versions", {}),
     }
 

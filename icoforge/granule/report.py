@@ -301,6 +301,9 @@ def sections(data: Data) -> Iterator[TableSpec | str]:
     if data.get("verification"):
         yield verification_table(data)
     yield steps_table(data)
+    for b in data["backends"]:
+        if floors := b.get("floors"):
+            yield floors_note(b["backend"], floors, _dycore_step_ms(data, b))
     if any("busy_ms" in vv for b in data["backends"] for vv in b["variants"].values()):
         yield idle_table(data)
     for i, b in enumerate(data["backends"]):
@@ -310,6 +313,14 @@ def sections(data: Data) -> Iterator[TableSpec | str]:
             yield f"[yellow]{b['backend']}: compiled by the fallback backend:[/yellow] " + "; ".join(b["fallbacks"])
         if b.get("substep_fusion"):
             yield substep_fusion_table(b)
+
+
+def floors_note(backend: str, floors: Data, step_ms: float) -> str:
+    """One line: the compulsory-byte floors per dycore step (--floors-steps) beside the measured step."""
+    ms, gb = floors["floors_ms"], floors["floors_bytes"]
+    parts = ", ".join(f"{k} {ms[k]:.2f} ms ({gb[k] / 1e9:.1f} GB)" for k in ("kernel", "program", "substep"))
+    return (f"{backend}: byte floors per dycore step at {floors['floors_bandwidth_GBps']:.0f} GB/s: {parts}; "
+            f"measured step {step_ms:.2f} ms")  # fmt: skip
 
 
 def substep_fusion_table(b: dict[str, Any]) -> TableSpec:

@@ -109,6 +109,7 @@ class BackendResult:
     # whole dycore steps (SUBSTEP_MIX back to back) with one device sync per step, as a model run
     # calls them: host work of one substep may overlap the kernels of the one before
     chained_step_ms: list[float] = dataclasses.field(default_factory=list)
+    floors: dict[str, Any] | None = None  # --floors-steps: the byte floors of this backend's kernels
 
     def median_ms(self, variant: str) -> float:
         return statistics.median(self.step_ms[variant])
@@ -152,6 +153,7 @@ class BackendResult:
             "substep_fusion": self.substep_fusion,
             "chained_step_ms": statistics.median(self.chained_step_ms) if self.chained_step_ms else None,
             "chained_step_samples_ms": self.chained_step_ms,
+            "floors": self.floors,
         }
 
 

@@ -20,7 +20,8 @@
 #        INLINE_OFF_RUN (0; 1: the same as AB='inline-off={"inline": "off"}'),
 #        OURS (1; 0: no icoforge-cuda run, e.g. dace_gpu alone in a second call where the two do
 #            not fit one fresh call: R2B6/120; on a warm machine the first call's report in /tmp/work is merged),
-#        STEPS (20, as icon4py's benchmark), ALL_S (540), COMMIT (the commit measured).
+#        STEPS (20, as icon4py's benchmark), ALL_S (540), COMMIT (the commit measured),
+#        FLOORS_STEPS (1: ours records one more dycore step for the byte floors; 0: none).
 # Results: $OUT/summary.txt, $OUT/greenline.md, $OUT/granule-latest.json, $OUT/all.tgz.
 source scripts/device/setup.sh
 source scripts/device/lib.sh
@@ -40,7 +41,8 @@ nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=
 # call 3 computed them inside ours while dace_gpu waited, and nothing was timed by the deadline)
 static_fields $GRID $LEVELS $W/static-fields.log || exit 1  # no grid or fields: nothing to measure
 if [ "${OURS:-1}" = 1 ]; then
-  $GL --backend icoforge-cuda --save-reference $W/ref-icoforge-$TAG.json --json $W/gl-$TAG-opt.json > $W/gl-$TAG-opt.log 2>&1 &
+  # --floors-steps 1: the kernel/program/substep byte floors of today's kernels, for granule-latest.json
+  $GL --backend icoforge-cuda --floors-steps ${FLOORS_STEPS:-1} --save-reference $W/ref-icoforge-$TAG.json --json $W/gl-$TAG-opt.json > $W/gl-$TAG-opt.log 2>&1 &
 fi
 for b in ${PEERS-dace_gpu}; do
   $GL --backend $b --save-reference $W/ref-$b-$TAG.json --json $W/gl-$TAG-$b.json > $W/gl-$TAG-$b.log 2>&1 &

@@ -31,6 +31,7 @@ import pytest
 
 from icoforge.granule import GreenlineOptions, run_greenline
 from icoforge.granule.runner import VARIANTS
+from icoforge.perf.greenline import granule_floors
 
 GOLDEN = pathlib.Path(__file__).parent / "data" / "r2b3_l10_gtfn_cpu.json"
 RTOL = 1e-9
@@ -68,8 +69,9 @@ def report(tiny_grid, live_fingerprint_file):
         reference_file=str(GOLDEN) if GOLDEN.exists() else None,
         save_reference=str(live_fingerprint_file),  # the substeps are run anyway: no extra cost
         rtol=RTOL,
+        floors_steps=1,  # one more recorded step (milliseconds here) for the byte floors
     )
-    return run_greenline(opts)
+    return run_greenline(opts, floor_model=granule_floors)
 
 
 @pytest.mark.slow
@@ -91,6 +93,10 @@ def test_granule_runs_end_to_end_with_icoforge_cpu(report):
     assert 0.5 < sum(p.share for p in r.programs) <= 1.0 + 1e-9
     assert r.profiled_step_ms > 0
     assert report.grid["cells"] == 5120 and report.grid["dtime_s"] == 90.0
+    # the byte floors of this run's kernels: fusion across kernels, then programs, can only lower them
+    floors = r.floors["floors_bytes"]
+    assert floors["kernel"] >= floors["program"] >= floors["substep"] > 0, floors
+    assert report.results[1].floors["floors_bytes"] == floors  # same compiled code, same calls
 
 
 needs_golden = pytest.mark.skipif(

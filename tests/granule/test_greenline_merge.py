@@ -381,11 +381,30 @@ def test_measurement_phases_hold_the_lock(tmp_path, with_lock):
     assert sum("GPU lock acquired" in line for line in lines) == (2 if with_lock else 0)
 
 
+def test_floors_are_recorded_last_and_only_for_icoforge_backends(tmp_path):
+    path = tmp_path / "gpu.lock"
+    path.touch()
+    gs = [_FakeGranule("icoforge-cuda", path), _FakeGranule("dace_gpu", path)]
+    calls = []
+
+    def floor_model(g, steps):  # after the timed phases: the recorded steps advance the state
+        calls.append((g.name, steps, list(g.phases)))
+        return {"floors_ms": {"kernel": 3.0, "program": 2.0, "substep": 1.0}}
+
+    opts = GreenlineOptions(backends=("icoforge-cuda", "dace_gpu"), profile_steps=0, floors_steps=2)
+    greenline.measure(gs, opts, {}, None, GpuLock(path, lambda s: None), lambda *a: None, lambda s: None, floor_model)
+    assert calls == [("icoforge-cuda", 2, ["time held=True", "chained held=True", "busy held=True"])]
+    assert gs[0].result.to_json()["floors"]["floors_ms"]["kernel"] == 3.0 and gs[1].result.floors is None
+    with pytest.raises(IcoforgeError, match="floor model"):
+        greenline.run_greenline(opts)
+
+
 def test_gpu_lock_option_reaches_greenline_options(tmp_path, monkeypatch, capsys):
     seen: list[GreenlineOptions] = []
 
-    def fake_run(opts, progress=None, log=None, byte_model=None):
+    def fake_run(opts, progress=None, log=None, byte_model=None, floor_model=None):
         seen.append(opts)
+        assert floor_model is not None  # the CLI hands perf's floors down
         return dataclasses.replace(_report(_result(opts.backends[0], 1.0, 0.0)), options=opts)
 
     monkeypatch.setattr(greenline, "run_greenline", fake_run)
@@ -396,8 +415,8 @@ def test_gpu_lock_option_reaches_greenline_options(tmp_path, monkeypatch, capsys
     data = json.loads(out.read_text())
     assert data["options"]["gpu_lock"] == str(lock) and data["backends"][0]["gpu_lock_wait_s"] == 0.0
     assert data["static_fields_key"] == "k1"
-    assert main(["greenline", "--backend", "gtfn_gpu", "--json", "-"]) == 0
-    assert seen[-1].gpu_lock is None
+    assert main(["greenline", "--backend", "gtfn_gpu", "--json", "-", "--floors-steps", "1"]) == 0
+    assert seen[-1].gpu_lock is None and seen[-1].floors_steps == 1
     with contextlib.suppress(SystemExit):
         main(["greenline", "--help"])
     assert "--gpu-lock" in capsys.readouterr().out

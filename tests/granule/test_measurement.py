@@ -16,7 +16,7 @@ import pytest
 from icoforge.backend.gpu import Runtime
 from icoforge.cli import pymode
 from icoforge.granule import instrument, latest
-from icoforge.granule.report import idle_table, markdown_report, program_table, python_mode
+from icoforge.granule.report import idle_table, markdown_report, program_table, python_mode, sections
 from icoforge.granule.runner import VARIANTS, BackendResult, ProgramRow
 
 
@@ -180,6 +180,23 @@ def test_latest_record_has_the_issue_format(tmp_path):
     roofline.write_text("{}")
     with pytest.raises(Exception, match="floors_ms"):
         latest.write_latest(path, _data(), "abc", str(roofline))
+
+
+def test_latest_takes_the_floors_an_icoforge_backend_recorded_in_the_run():
+    data = _data()
+    assert latest.latest(data, None)["floors_ms"] is None  # none recorded, none given: none invented
+    data["backends"][0]["floors"] = {
+        "floors_ms": {"kernel": 80.12345, "program": 61.0, "substep": 59.5},
+        "floors_bytes": {"kernel": 335_000_000_000, "program": 255_000_000_000, "substep": 249_000_000_000},
+        "floors_bandwidth_GBps": 4190.1,
+    }
+    rec = latest.latest(data, None)
+    assert rec["floors_ms"] == {"kernel": 80.123, "program": 61.0, "substep": 59.5}
+    assert "icoforge-cuda" in rec["floors_source"] and "4190.1 GB/s" in rec["floors_source"]
+    # a roofline report given explicitly wins over the run's own floors
+    assert latest.latest(data, None, {"kernel": 1.0, "program": 1.0, "substep": 1.0})["floors_ms"]["kernel"] == 1.0
+    note = next(s for s in sections(data) if isinstance(s, str) and "byte floors" in s)
+    assert "kernel 80.12 ms (335.0 GB)" in note and "substep 59.50 ms" in note and "measured step 55.00 ms" in note
 
 
 def test_python_mode_rerun_switches_optimization():
