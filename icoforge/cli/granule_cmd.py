@@ -116,11 +116,8 @@ def _latest_arguments(p: argparse.ArgumentParser) -> None:
         help="also write the headline record (benchmarks/granule-latest.json: step ms and cold compile per "
         "backend, floors, commit, machine)",
     )  # fmt: skip
-    p.add_argument(
-        "--floors", metavar="ROOFLINE.json",
-        help="with --latest: floors_ms from `roofline greenline --json` (default: an icoforge backend's "
-        "--floors-steps floors in the report)",
-    )  # fmt: skip
+    p.add_argument("--floors", metavar="ROOFLINE.json", help="with --latest: floors_ms from `roofline greenline --json`"
+                   " (default: the report's own, from --floors-steps)")  # fmt: skip
     p.add_argument("--commit", help="with --latest: the commit measured (default: git rev-parse HEAD, if any)")
 
 
