@@ -284,19 +284,26 @@ def _print_profile(console: Console, args: argparse.Namespace, cost, metrics) ->
     def f(v, scale=1.0, fmt="{:.1f}"):
         return "–" if v is None else fmt.format(v / scale)
 
-    table = Table(title=f"{args.program} on {args.grid}/{args.levels}: {args.tool} vs the byte model")
-    for col in ("kernel", "launches", "median ms", "model MB", "DRAM MB", "DRAM/model", "DRAM GB/s", "L1 hit %",
-                "L2 hit %", "occupancy %", "registers"):  # fmt: skip
-        table.add_column(col, justify="left" if col == "kernel" else "right")
+    # on a narrow terminal (80 columns when piped) the counters go before the verdict columns:
+    # time, DRAM bytes against the model and the bandwidth say whether the kernel is at its floor
+    columns = [
+        Col("kernel", no_wrap=True), Col("launches", 3, "right"), Col("median ms", 0, "right"),
+        Col("model MB", 2, "right"), Col("DRAM MB", 2, "right"), Col("DRAM/model", 0, "right"),
+        Col("DRAM GB/s", 0, "right"), Col("L1 hit %", 1, "right"), Col("L2 hit %", 1, "right"),
+        Col("occupancy %", 1, "right"), Col("registers", 2, "right"),
+    ]  # fmt: skip
+    rows = []
     for k in cost.kernels:
         m = metrics.get(k.name)
         if m is None:
-            table.add_row(k.name, "0", *["–"] * 9)
+            rows.append([k.name, "0", *["–"] * 9])
             continue
         ratio = m.dram_bytes / k.bytes if m.dram_bytes is not None and k.bytes else None
-        table.add_row(
+        rows.append([
             k.name, str(m.launches), f(m.seconds, 1e-3, "{:.4f}"), f(k.bytes, 1e6, "{:.3f}"), f(m.dram_bytes, 1e6, "{:.3f}"),
             f(ratio, 1, "{:.2f}"), f(m.dram_bytes_per_s, 1e9), f(m.l1_hit_pct), f(m.l2_hit_pct), f(m.occupancy_pct),
             f(m.registers, 1, "{:.0f}"),
-        )  # fmt: skip
+        ])  # fmt: skip
+    title = f"{args.program} on {args.grid}/{args.levels}: {args.tool} vs the byte model"
+    table = fit_table(console, title, columns, rows, wide=getattr(args, "wide", False))
     console.print(table)

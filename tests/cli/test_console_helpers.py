@@ -103,3 +103,28 @@ def test_no_line_is_wider_than_the_console(columns):
     console, out = _piped(columns)
     console.print(fit_table(console, "t", COLUMNS, ROWS * 3, caption="a caption"))
     assert max(len(line) for line in out.getvalue().splitlines()) <= columns
+
+
+def test_profile_table_keeps_kernel_name_and_verdict_on_80_columns():
+    """`icoforge profile --run` piped (80 columns): session 21's ncu table was cut to "com…" and
+    "1.9…" in every cell; now the counters go first and what is left is whole."""
+    import argparse
+    import types
+
+    from icoforge.cli.perf_cmd import _print_profile
+    from icoforge.perf.profile import KernelMetrics
+
+    name = "comp_rho_thet_pgra_upda_vn_k4"
+    cost = types.SimpleNamespace(kernels=[types.SimpleNamespace(name=name, bytes=5868.093e6)])
+    metrics = {name: KernelMetrics(name, 5, 1.9095e-3, 6545.794e6, 64.9, 34.6, 58.5, 48)}
+    args = argparse.Namespace(program="compute_rho_theta_pgrad_and_update_vn", grid="R2B6", levels=80, tool="ncu")
+    out = io.StringIO()
+    _print_profile(Console(file=out, width=80), args, cost, metrics)
+    text = out.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    for whole in (name, "1.9095", "1.12", "3428.0"):  # time, DRAM over model, bandwidth
+        assert whole in text, text
+    assert "not shown" in text and "…" not in text
+    wide = io.StringIO()
+    _print_profile(Console(file=wide, width=250), args, cost, metrics)
+    assert "34.6" in wide.getvalue() and "not shown" not in wide.getvalue()  # room for all: L2 hit too
