@@ -52,6 +52,22 @@ def world_size() -> int | None:
     return None
 
 
+# greenline options of one process that a decomposed run does not take, with their "not given"
+# values: refused by name rather than ignored (a --ranks run used to drop them without a word)
+ONE_PROCESS_ONLY = {
+    "cold": ("--cold", False), "substep_fusion": ("--substep-fusion", False), "gpu_lock": ("--gpu-lock", None),
+    "save_reference": ("--save-reference", None), "reference_file": ("--reference", None),
+    "floors_steps": ("--floors-steps", 0), "profile_steps": ("--profile-steps", 1), "markdown": ("--markdown", None),
+    "latest": ("--latest", None), "floors": ("--floors", None), "commit": ("--commit", None),
+}  # fmt: skip
+
+
+def refuse_one_process_options(args: argparse.Namespace) -> None:
+    given = [flag for name, (flag, unset) in ONE_PROCESS_ONLY.items() if getattr(args, name, unset) != unset]
+    if given:
+        raise IcoforgeError(f"--ranks does not take {', '.join(given)} (options of one process's greenline)")
+
+
 def wanted(args: argparse.Namespace) -> bool:
     return args.ranks is not None or (world_size() or 1) > 1
 
@@ -91,6 +107,7 @@ def _is_open_mpi(launcher: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    refuse_one_process_options(args)
     size = world_size()
     if size is None:  # not started by MPI: start mpirun with this command line
         if args.ranks is None or args.ranks < 1:

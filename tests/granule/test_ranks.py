@@ -23,6 +23,8 @@ import types
 import numpy as np
 import pytest
 
+from icoforge.errors import IcoforgeError
+
 from icoforge.granule import decompose, halo_exchange
 from icoforge.granule.fields import Array, StaticFields
 
@@ -212,6 +214,17 @@ def test_ranks_mode_is_chosen_from_flag_and_launcher(monkeypatch):
     assert ranks_cmd.world_size() == 4 and ranks_cmd.wanted(argparse.Namespace(ranks=None))
     with pytest.raises(Exception, match="--ranks 2, but MPI started 4 ranks"):
         ranks_cmd.run(argparse.Namespace(ranks=2))
+
+
+def test_ranks_refuse_the_options_of_one_process_by_name():
+    from icoforge.cli import ranks_cmd
+    from icoforge.cli.main import build_parser
+
+    parse = build_parser().parse_args
+    ranks_cmd.refuse_one_process_options(parse(["greenline", "--ranks", "2", "--verify", "--json", "r.json"]))  # defaults pass
+    args = parse(["greenline", "--ranks", "2", "--cold", "--floors-steps", "1", "--gpu-lock", "/tmp/l"])
+    with pytest.raises(IcoforgeError, match="--ranks does not take --cold, --gpu-lock, --floors-steps"):
+        ranks_cmd.run(args)  # before mpirun is looked for or started
 
 
 # --- under mpirun ----------------------------------------------------------------------------------
