@@ -322,7 +322,9 @@ def measure(
             if opts.profile_steps:
                 g.profile(opts.profile_steps, progress)
         # only icoforge's programs carry kernel IR: a peer's floors would all be 0
-        if opts.floors_steps and floor_model is not None and g.name.startswith("icoforge"):
+        if opts.floors_steps and not g.name.startswith("icoforge"):
+            log(f"{g.name}: no byte floors (--floors-steps needs an icoforge backend's kernel IR)")
+        elif opts.floors_steps and floor_model is not None:
             progress(f"byte floors: {g.name}", 0, 0)
             with measuring(lock, g, "byte floors (recorded steps, copy bandwidth)"):
                 g.result.floors = floor_model(g, opts.floors_steps)

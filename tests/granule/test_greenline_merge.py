@@ -392,7 +392,9 @@ def test_floors_are_recorded_last_and_only_for_icoforge_backends(tmp_path):
         return {"floors_ms": {"kernel": 3.0, "program": 2.0, "substep": 1.0}}
 
     opts = GreenlineOptions(backends=("icoforge-cuda", "dace_gpu"), profile_steps=0, floors_steps=2)
-    greenline.measure(gs, opts, {}, None, GpuLock(path, lambda s: None), lambda *a: None, lambda s: None, floor_model)
+    lines: list[str] = []
+    greenline.measure(gs, opts, {}, None, GpuLock(path, lambda s: None), lambda *a: None, lines.append, floor_model)
+    assert any("dace_gpu: no byte floors" in line for line in lines)  # said, not silently skipped
     assert calls == [("icoforge-cuda", 2, ["time held=True", "chained held=True", "busy held=True"])]
     assert gs[0].result.to_json()["floors"]["floors_ms"]["kernel"] == 3.0 and gs[1].result.floors is None
     with pytest.raises(IcoforgeError, match="floor model"):
