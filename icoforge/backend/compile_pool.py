@@ -31,18 +31,29 @@ def import_modules(modules: tuple[str, ...]) -> float:
     return time.perf_counter() - t0
 
 
-def warm_up(modules: Iterable[str]) -> list[cf.Future]:
-    """Start every worker of GT4Py's process pool and have it import `modules` (an executor's
-    module, GT4Py's passes). Returns the futures, [] when GT4Py compiles in threads or serially.
-    A pool's workers start one per submission that finds none idle, so one task per worker
-    starts them all."""
+def warm_up(modules: Iterable[str], workers: int | None = None) -> list[cf.Future]:
+    """Start `workers` (default: every) worker of GT4Py's process pool and have each import
+    `modules` (an executor's module, GT4Py's passes). Returns the futures, [] when GT4Py compiles
+    in threads or serially. A pool's workers start one per submission that finds none idle, so
+    one task per worker starts them."""
     from gt4py.next import config
 
     pool = gt4py_compat.default_process_pool()
     if not isinstance(pool, cf.ProcessPoolExecutor):
         return []
     modules = tuple(modules)
-    return [pool.submit(import_modules, modules) for _ in range(config.BUILD_JOBS)]
+    count = config.BUILD_JOBS if workers is None else min(workers, config.BUILD_JOBS)
+    return [pool.submit(import_modules, modules) for _ in range(count)]
+
+
+def warm_up_for(backend: Any, workers: int | None = None) -> list[cf.Future]:
+    """`warm_up` with what a compile job of `backend` (a GT4Py backend object) imports first: its
+    executor's module and GT4Py's passes; [] for the embedded backend (None)."""
+    if backend is None:
+        return []
+    executor = getattr(backend, "executor", None)
+    first = (type(executor).__module__,) if executor is not None else ()
+    return warm_up((*first, "gt4py.next.iterator.transforms.pass_manager"), workers)
 
 
 # on_change(submitted, finished, name of the last submitted program)

@@ -94,6 +94,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     console = make_console(wide=args.wide)
     with StepProgress(console) as step:
         step("importing GT4Py and icon4py")  # half a minute on a busy 2-core machine
+        from icoforge import settings
+        from icoforge.backend import compile_pool
         from icoforge.grids import load_grid
         from icoforge.suite.backends import get_backend
         from icoforge.suite.catalogue import get_program
@@ -107,6 +109,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         backends = [args.backend, *args.compare]
         for name in backends:  # a typo fails now, not after minutes of compiling
             get_backend(name)
+        if settings.current().warm_pool:
+            # a compile worker imports GT4Py for seconds before its job: let one per backend do it
+            # now, while this process finds the program, loads the grid and builds the inputs
+            for name in dict.fromkeys(backends):
+                compile_pool.warm_up_for(get_backend(name), workers=1)
         info = get_program(args.program)  # a typo fails before the grid is generated
 
         step("loading the grid")

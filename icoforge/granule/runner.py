@@ -212,7 +212,7 @@ class Granule:
             # first job: start them now, while the grid goes to the device and icon4py constructs
             # (H200, REGIONAL/80 cold: started at construction, the first job still began 6.7 s
             # after its submission, 16.5 s into construction; session 14)
-            compile_pool.warm_up((type(self.backend.executor).__module__, "gt4py.next.iterator.transforms.pass_manager"))
+            compile_pool.warm_up_for(self.backend)
         t0 = time.perf_counter()
         self.grid = self.granule_grid()
         if self.gpu:

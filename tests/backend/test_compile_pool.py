@@ -29,6 +29,16 @@ def test_warm_up_starts_every_worker_and_imports_the_executor(process_pool):
     assert len(process_pool._pool._processes) == 2
 
 
+def test_warm_up_for_a_backend_starts_as_many_workers_as_asked(process_pool):
+    """`icoforge run` warms one worker per backend while it loads the grid (the granule: all)."""
+    from icoforge.suite.backends import get_backend
+
+    futures = compile_pool.warm_up_for(get_backend("icoforge-cpu"), workers=1)
+    assert len(futures) == 1 and futures[0].result(timeout=300) > 0  # it imported the executor
+    assert len(process_pool._pool._processes) == 1
+    assert compile_pool.warm_up_for(None) == []  # the embedded backend compiles nothing
+
+
 def test_warm_up_does_nothing_without_a_process_pool(monkeypatch):
     monkeypatch.setattr(runners, "_default_runner", runners.SerialRunner())
     assert compile_pool.warm_up(["icoforge.backend.gpu"]) == []
