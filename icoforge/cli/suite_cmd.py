@@ -107,13 +107,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             use_schedule(args.schedule)
         backends = [args.backend, *args.compare]
-        for name in backends:  # a typo fails now, not after minutes of compiling
-            get_backend(name)
-        if settings.current().warm_pool:
-            # a compile worker imports GT4Py for seconds before its job: let one per backend do it
-            # now, while this process finds the program, loads the grid and builds the inputs
-            for name in dict.fromkeys(backends):
-                compile_pool.warm_up_for(get_backend(name), workers=1)
+        for name in dict.fromkeys(backends):
+            backend = get_backend(name)  # a typo fails now, not after minutes of compiling
+            if settings.current().warm_pool:
+                # a compile worker imports GT4Py for seconds before its job: let one per backend do
+                # it now, while this process finds the program, loads the grid and builds the inputs
+                compile_pool.warm_up_for(backend, workers=1)
         info = get_program(args.program)  # a typo fails before the grid is generated
 
         step("loading the grid")
