@@ -4,7 +4,7 @@ the default schedule where it was measured (issue 17, item 2).
 The database (`tuned_schedules.json` beside this module) holds one entry per tuned kernel:
 
     {"kernel": "comp_adve_hori_mome_k0", "program": ..., "vendor": "cuda", "device": "NVIDIA H200",
-     "dim_sizes": {"Cell": 327680, "Edge": 491520, ...}, "fingerprint": "3f0c...",
+     "dim_sizes": {"Cell": 327680, "Edge": 491520, ...}, "levels": 80, "fingerprint": "3f0c...",
      "schedule": {...}, "measured": "benchmarks/.../tune/....md: 199.8 -> 152.9 us",
      "static_values": {"end_index_of_damping_layer": "79"}}
 
@@ -21,6 +21,11 @@ An entry applies to a kernel only where it was verified:
   a change that reordered statements and merged branches but kept every load);
 * the grid is of the same size class: every horizontal dimension the call's neighbour tables
   size is within a factor 2 of the tuned grid's (R2B6 entries do not apply to R2B5 or R2B7).
+A kernel may have entries for several variants (size classes, levels, static values: R2B6/80,
+R2B6/120 and REGIONAL/80 each tuned apart); the one of the call's size class whose fingerprint is
+the kernel's applies (levels are in the fingerprint), and one decision per kernel says so or why not.
+`levels` records what was tuned so that a new tune replaces only its own variant's entries
+(icoforge/tune/database.py).
 A schedule given by the user (`--schedule`, `$ICOFORGE_SCHEDULE`) gets no tuned entries unless it
 says `"tuned": true` (`ProgramSchedule.use_tuned`); the entries never override a kernel's explicit
 `per_kernel` schedule. Schedules do not change results:
@@ -55,6 +60,7 @@ class TunedKernel:
     # the static scalars the program was tuned with where they were not the suite's (`icoforge tune
     # --static-value`, e.g. a granule variant's): (NAME, text), to compute the fingerprint again
     static_values: tuple[tuple[str, str], ...] = ()
+    levels: int | None = None  # the vertical levels tuned at (required in the database file)
 
     @classmethod
     def from_json(cls, d: Mapping) -> "TunedKernel":
@@ -68,6 +74,7 @@ class TunedKernel:
             dim_sizes=tuple(sorted((str(k), int(v)) for k, v in d["dim_sizes"].items())),
             fingerprint=d["fingerprint"], schedule=Schedule.from_json(d["schedule"]), measured=d.get("measured", ""),
             static_values=tuple(sorted((str(k), str(v)) for k, v in d.get("static_values", {}).items())),
+            levels=int(d["levels"]),
         )  # fmt: skip
 
     def to_json(self) -> dict:
@@ -130,29 +137,35 @@ class Decision:
 def applied(schedule: ProgramSchedule, program: ir.ProgramIR, dim_sizes: Mapping[str, int]) -> tuple[ProgramSchedule, tuple[Decision, ...]]:
     """`schedule` with its tuned entries that hold for `program`'s kernels (as scheduled: fused
     kernels have their own names) at these sizes made per-kernel schedules; and a decision per
-    entry of this program: whether it applied and why not."""
+    tuned kernel of this program: which entry applied, or why none did."""
     mine = [e for e in schedule.tuned if e.program == program.name]
     if not mine:
         return schedule, ()
     kernels = {k.name: k for k in program.kernels()}
     explicit = dict(schedule.per_kernel)
     out: list[Decision] = []
-    for e in mine:
-        k = kernels.get(e.kernel)
+    for name in dict.fromkeys(e.kernel for e in mine):  # each tuned kernel once, in the database's order
+        entries = [e for e in mine if e.kernel == name]
+        k = kernels.get(name)
         if k is None:
-            out.append(Decision(e.kernel, NO_SUCH_KERNEL, "not in the program as scheduled (fused or renamed): not applied"))
-        elif e.kernel in explicit:
-            out.append(Decision(e.kernel, NAMED_BY_SCHEDULE, "the schedule names it: not applied"))
-        elif (now := kernel_fingerprint(k)) != e.fingerprint:
-            why = f"its code changed since it was tuned (fingerprint {now}, tuned {e.fingerprint}): not applied"
-            out.append(Decision(e.kernel, CODE_CHANGED, why))
-        elif not e.fits(dim_sizes):
-            why = f"tuned on {dict(e.dim_sizes)}, this call has {dict(dim_sizes)}: not applied"
-            out.append(Decision(e.kernel, OTHER_SIZES, why))
+            out.append(Decision(name, NO_SUCH_KERNEL, "not in the program as scheduled (fused or renamed): not applied"))
+        elif name in explicit:
+            out.append(Decision(name, NAMED_BY_SCHEDULE, "the schedule names it: not applied"))
+        elif not (sized := [e for e in entries if e.fits(dim_sizes)]):
+            tuned_on = " and ".join(dict.fromkeys(str(dict(e.dim_sizes)) for e in entries))
+            out.append(Decision(name, OTHER_SIZES, f"tuned on {tuned_on}, this call has {dict(dim_sizes)}: not applied"))
+        elif (hit := _same_code(sized, kernel_fingerprint(k))) is None:
+            then = ", ".join(e.fingerprint for e in sized)
+            why = f"its code changed since it was tuned (fingerprint {kernel_fingerprint(k)}, tuned {then}): not applied"
+            out.append(Decision(name, CODE_CHANGED, why))
         else:
-            schedule = schedule.with_kernel(e.kernel, e.schedule)
-            out.append(Decision(e.kernel, APPLIED, f"tuned schedule applied ({e.schedule.describe()})"))
+            schedule = schedule.with_kernel(name, hit.schedule)
+            out.append(Decision(name, APPLIED, f"tuned schedule applied ({hit.schedule.describe()})"))
     return schedule, tuple(out)
+
+
+def _same_code(entries: list[TunedKernel], fingerprint: str) -> TunedKernel | None:
+    return next((e for e in entries if e.fingerprint == fingerprint), None)
 
 
 def dim_sizes_of(offset_provider: Mapping) -> dict[str, int]:

@@ -191,19 +191,27 @@ def collect_records(solver: Any) -> list[VariantRecord]:
 
 def entry_status(entry: Any, record: VariantRecord) -> str:
     """What the entry does in this variant, decided here from the fingerprints and sizes (a check
-    of tuned.applied, whose decision is `applied_status`)."""
+    of tuned.applied, whose decision per kernel is `applied_status`)."""
     prints = dict(record.kernels)
     if entry.kernel not in prints:
         return tuned.NO_SUCH_KERNEL
-    if prints[entry.kernel] != entry.fingerprint:
-        return tuned.CODE_CHANGED
     if not entry.fits(dict(record.dim_sizes)):
         return tuned.OTHER_SIZES
+    if prints[entry.kernel] != entry.fingerprint:
+        return tuned.CODE_CHANGED
     return tuned.APPLIED
 
 
+def kernel_status(entries: list[Any], record: VariantRecord) -> str:
+    """What the kernel's entries (one per tuned variant) do together: the entry of the call's size
+    class with the kernel's code applies; else the nearest miss is what tuned.applied reports."""
+    statuses = {entry_status(e, record) for e in entries}
+    order = (tuned.APPLIED, tuned.CODE_CHANGED, tuned.OTHER_SIZES, tuned.NO_SUCH_KERNEL)
+    return next(s for s in order if s in statuses)
+
+
 def applied_status(entry: Any, record: VariantRecord) -> str | None:
-    """The status tuned.applied gave `entry` in this variant (None: it decided nothing on it)."""
+    """The status tuned.applied gave `entry`'s kernel in this variant (None: it decided nothing on it)."""
     return next((d.status for d in record.decisions if d.kernel == entry.kernel), None)
 
 
@@ -314,7 +322,9 @@ def analyse(records: list[VariantRecord], schedule: Any, grid: Any, explain: boo
             continue
         for record in variants:
             for e in entries:
-                rows.append(entry_row(e, record, info, grid, suite, suite_now, schedule, explain, log))
+                row = entry_row(e, record, info, grid, suite, suite_now, schedule, explain, log)
+                row["kernel_status"] = kernel_status([o for o in entries if o.kernel == e.kernel], record)
+                rows.append(row)
     return rows
 
 

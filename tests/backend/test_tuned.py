@@ -29,6 +29,7 @@ def entry(program: ir.ProgramIR, **changes) -> tuned.TunedKernel:
     e = tuned.TunedKernel(
         kernel="p_k0", program="p", vendor="cuda", device="NVIDIA H200", dim_sizes=tuple(SIZES.items()),
         fingerprint=tuned.kernel_fingerprint(program.kernels()[0]), schedule=Schedule(block=(128, 1), k_per_thread=4),
+        levels=4,
     )  # fmt: skip
     return dataclasses.replace(e, **changes)
 
@@ -72,6 +73,25 @@ def test_an_entry_does_not_apply_to_changed_code_other_sizes_or_over_the_users_s
         pipeline.gpu_passes(program, schedule, "cuda", sizes, decisions)
         statuses += [d.status for d in decisions]
     assert statuses == [tuned.APPLIED, tuned.OTHER_SIZES, tuned.NAMED_BY_SCHEDULE, tuned.NO_SUCH_KERNEL]
+
+
+def test_a_kernel_tuned_in_several_variants_gets_the_entry_of_the_calls_size_class_and_code():
+    p, other_code = one_kernel_program(), one_kernel_program(value=2.0)
+    small = entry(p)  # SIZES, this code
+    big = entry(p, dim_sizes=(("Cell", 8000), ("Edge", 12000)), schedule=Schedule(block=(256, 1)))
+    other_levels = entry(p, fingerprint=tuned.kernel_fingerprint(other_code.kernels()[0]), schedule=Schedule(block=(32, 8)), levels=6)
+    both = default_with(big, other_levels, small)
+    assert launched_block(p, both, SIZES) == (128, 1)
+    assert launched_block(p, both, {"Cell": 9000, "Edge": 11000}) == (256, 1)
+    assert launched_block(other_code, both, SIZES) == (32, 8)
+    decisions: list[tuned.Decision] = []
+    pipeline.gpu_passes(p, both, "cuda", {"Cell": 100_000}, decisions)  # one decision per kernel, naming both classes
+    assert [d.status for d in decisions] == [tuned.OTHER_SIZES]
+    assert "{'Cell': 8000, 'Edge': 12000} and {'Cell': 1000, 'Edge': 1500}" in str(decisions[0])
+    decisions = []
+    pipeline.gpu_passes(one_kernel_program(value=3.0), both, "cuda", SIZES, decisions)
+    assert [d.status for d in decisions] == [tuned.CODE_CHANGED]
+    assert f"tuned {other_levels.fingerprint}, {small.fingerprint})" in str(decisions[0])
 
 
 def test_the_static_arguments_of_a_variant_are_printed_as_tune_takes_them():
@@ -122,13 +142,16 @@ def test_the_database_tool_takes_picks_of_gpu_tunes_only(tmp_path):
     with pytest.raises(Exception, match="emulation"):
         database.entries({**result, "emulated": True}, "here")
     path = tmp_path / "db.json"
-    p_here = {("p", "cuda", "NVIDIA H200")}
+    p_here = {database.Variant.of(result)}
     database.write(database.merged([], got, p_here), path)
     database.write(database.merged(list(tuned.load(path)), got, p_here), path)  # a second add replaces
-    assert len(tuned.load(path)) == 1
-    # a tune of p in another variant where nothing beats the default drops p's older entries
+    assert len(tuned.load(path)) == 1 and tuned.load(path)[0].levels == 4
+    # a tune of p's variant where nothing beats the default drops that variant's older entries ...
     assert database.merged(list(tuned.load(path)), [], p_here) == []
-    assert len(database.merged(list(tuned.load(path)), [], {("q", "cuda", "NVIDIA H200")})) == 1
+    assert len(database.merged(list(tuned.load(path)), [], {database.Variant.of({**result, "program": "q"})})) == 1
+    # ... and only that variant's: other levels, another size class or other static values stay
+    for other in ({"levels": 6}, {"dim_sizes": {"Cell": 8000, "Edge": 12000}}, {"static_values": {"nflatlev": "3"}}):
+        assert len(database.merged(list(tuned.load(path)), [], {database.Variant.of({**result, **other})})) == 1, other
     # the static values it was tuned with travel into the entry and back from the file
     variant = database.entries({**result, "static_values": {"nflatlev": "16"}}, "here")
     database.write(variant, path)
@@ -161,23 +184,28 @@ def test_the_shipped_database_is_well_formed():
 def test_the_shipped_fingerprints_match_todays_code_at_the_levels_they_were_tuned_at():
     """A lowering change that alters a tuned kernel drops its entry (correct, but the tuning is
     then lost): this test says so, so that the kernel is tuned again or the change is looked at.
-    On R2B4, not the tuned R2B6: a fingerprint leaves the horizontal bounds out (tested above),
-    so the prints are the same at the same levels (2-core workstation: 38 s; on R2B6 179 s, in a
-    run that shared the cores)."""
+    Global grids' entries on R2B4, not the tuned R2B6: a fingerprint leaves the horizontal bounds
+    out (tested above), so the prints are the same at the same levels (2-core workstation: 38 s
+    for R2B6/80's; on R2B6 179 s, in a run that shared the cores). A limited-area grid's entries
+    on that grid: its tables and static bounds are its own."""
     from icoforge.grids import load_grid
     from icoforge.perf.static import suite_program_ir
     from icoforge.suite import get_program, make_inputs
     from icoforge.tune.tuner import static_overrides
 
     entries = tuned.load()
-    assert {dict(e.dim_sizes)["Cell"] for e in entries} == {327_680}  # all tuned on R2B6 ...
-    assert {e.measured.split(": ")[1].split(",")[0] for e in entries} == {"R2B6/80"}  # ... at 80 levels
-    grid = load_grid("R2B4", levels=80, show_progress=False)
+    tuned_on = {e: e.measured.split(": ")[1].split(",")[0] for e in entries}  # "R2B6/80"
+    assert all(f"/{e.levels}" in where for e, where in tuned_on.items()), tuned_on
+    assert set(tuned_on.values()) == {"R2B6/80", "R2B6/120", "REGIONAL/80"}  # the granule's three configurations
     stale = []
-    for name, statics in sorted({(e.program, e.static_values) for e in entries}):
-        info = get_program(name)
-        args = {**make_inputs(info, grid, 0), **static_overrides(info, dict(statics))}  # the variant tuned
-        prints = {k.name: tuned.kernel_fingerprint(k) for k in suite_program_ir(info, grid, args).kernels()}
-        stale += [e.kernel for e in entries if (e.program, e.static_values) == (name, statics) and prints.get(e.kernel) != e.fingerprint]
+    for where in sorted(set(tuned_on.values())):
+        name, levels = where.split("/")
+        grid = load_grid("R2B4" if name.startswith("R2B") else name, levels=int(levels), show_progress=False)
+        mine = [e for e in entries if tuned_on[e] == where]
+        for program, statics in sorted({(e.program, e.static_values) for e in mine}):
+            info = get_program(program)
+            args = {**make_inputs(info, grid, 0), **static_overrides(info, dict(statics))}  # the variant tuned
+            prints = {k.name: tuned.kernel_fingerprint(k) for k in suite_program_ir(info, grid, args).kernels()}
+            stale += [(where, e.kernel) for e in mine if (e.program, e.static_values) == (program, statics)
+                      and prints.get(e.kernel) != e.fingerprint]  # fmt: skip
     assert stale == []
-
