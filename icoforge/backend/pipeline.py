@@ -78,7 +78,7 @@ def gpu_passes(
     """(the IR the schedule applies to, the final IR, every kernel's launch): the schedule
     resolved once; ScheduleError before any code is generated. With the call's horizontal
     `dim_sizes`, the schedule's tuned entries apply where they hold (tuned.py; a decision per
-    entry is appended to `decisions`)."""
+    tuned kernel is appended to `decisions`)."""
     scheduled = fuse(program, schedule)
     if dim_sizes is not None:
         schedule, said = tuned.applied(schedule, scheduled, dim_sizes)
