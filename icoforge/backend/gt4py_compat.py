@@ -8,6 +8,7 @@ checked here (and in gt4py_speedups.py, whose patches are on only for these vers
 | GT4Py's check of call arguments | `ffront.past_process_args._validate_args` | `validate_call_args` (suite/argcheck.py) |
 | the executor's input with static arguments bound | `otf.compiled_program._convert_to_argument_descriptor_context` | `compilable_program` |
 | the worker pool GT4Py compiles in | `otf.runners.get_default_runner()._pool` | compile_pool.warm_up |
+| compiling in the calling process for a while | `config.BUILD_JOBS_MODE`, `otf.runners.reset_default_runner` | `set_build_jobs_mode` (compile_pool.compiling_here) |
 | when each program is submitted to it | `otf.runners.ProcessRunner.submit` (wrapped while recording) | compile_pool.recorded_submissions |
 | a program's compiled variants | `Program._compiled_programs` (`.compiled_programs`, `._compilation_jobs`, `._finish_compilation_job`) | `compiled_programs`, `finish_compilations` |
 | compilations in flight | `otf.compiled_program._ongoing_compilations` | `ongoing_compilations` |
@@ -66,6 +67,26 @@ def default_process_pool() -> Any:
     from gt4py.next.otf import runners
 
     return getattr(runners.get_default_runner(), "_pool", None)
+
+
+def set_build_jobs_mode(mode: Any) -> Any:
+    """GT4Py's build mode (`config.BuildJobsMode`) from now on; returns the previous one. A
+    default runner GT4Py already made (a worker pool) is shut down: the next compile makes one
+    from the configuration."""
+    from gt4py.next import config
+    from gt4py.next.otf import runners
+
+    previous = config.BUILD_JOBS_MODE
+    config.BUILD_JOBS_MODE = mode
+    runners.reset_default_runner()
+    return previous
+
+
+def serial_build_jobs_mode() -> Any:
+    """GT4Py's mode that compiles in the calling thread (`BuildJobsMode.SERIAL`)."""
+    from gt4py.next import config
+
+    return config.BuildJobsMode.SERIAL
 
 
 def compiled_programs(program: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from icoforge.cli import common_args
 from icoforge.console import Col, StepProgress, fit_table, make_console
@@ -41,6 +42,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "no GT4Py compile; runs on the store's grid, levels and seed",
     )  # fmt: skip
     common_args.static_scalars(p)
+    p.add_argument(
+        "--in-worker", action="store_true",
+        help="compile in a GT4Py compile worker, as the granule does (started while the grid loads; "
+        "its import of GT4Py may fall into the compile time); default: in this process",
+    )  # fmt: skip
     p.add_argument("--rtol", type=float, default=1e-10, help="relative tolerance of --compare (default 1e-10)")
     p.add_argument(
         "--atol", type=float, default=None,
@@ -92,7 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             setattr(args, key, default)
     common_args.require_counts(args, "levels", "repeat")
     console = make_console(wide=args.wide)
-    with StepProgress(console) as step:
+    with StepProgress(console) as step, contextlib.ExitStack() as scope:
         step("importing GT4Py and icon4py")  # half a minute on a busy 2-core machine
         from icoforge import settings
         from icoforge.backend import compile_pool
@@ -107,9 +113,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             use_schedule(args.schedule)
         backends = [args.backend, *args.compare]
+        if not args.in_worker:
+            # one program at a time, waited for: a fresh compile worker would first import GT4Py
+            # (as long as this process did), mostly inside the compile time
+            scope.enter_context(compile_pool.compiling_here())
         for name in dict.fromkeys(backends):
             backend = get_backend(name)  # a typo fails now, not after minutes of compiling
-            if settings.current().warm_pool:
+            if args.in_worker and settings.current().warm_pool:
                 # a compile worker imports GT4Py for seconds before its job: let one per backend do
                 # it now, while this process finds the program, loads the grid and builds the inputs
                 compile_pool.warm_up_for(backend, workers=1)

@@ -52,3 +52,13 @@ def test_submissions_are_recorded_with_their_time(process_pool):
     assert result == 3
     assert [name for _, name in submitted] == ["doubled"] and t0 <= submitted[0][0] <= time.time()
     assert runners.ProcessRunner.submit is original  # GT4Py's own again
+
+
+def test_compiling_here_runs_jobs_in_this_process_meanwhile(monkeypatch):
+    """`icoforge run` compiles in its own process: no worker to start, no GTIR pickled across."""
+    monkeypatch.setattr(config, "BUILD_JOBS_MODE", config.BuildJobsMode.PROCESS)
+    monkeypatch.setattr(runners, "_default_runner", None)
+    with compile_pool.compiling_here():
+        assert isinstance(runners.get_default_runner(), runners.SerialRunner)
+        assert compile_pool.warm_up(["icoforge.backend.gpu"]) == []  # no pool to warm
+    assert config.BUILD_JOBS_MODE is config.BuildJobsMode.PROCESS and runners._default_runner is None
