@@ -31,6 +31,33 @@ def static_scalars(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def static_values(p: argparse.ArgumentParser) -> None:
+    """--static-value NAME=VALUE (repeatable): `run`, `profile` and `tune` on a granule variant."""
+    p.add_argument(
+        "--static-value", dest="static_values", action="append", default=[], metavar="NAME=VALUE",
+        help="replace a static scalar of the suite's inputs, e.g. with the values of a granule variant "
+        "(its compile log prints them: 'this variant's static arguments: ...'); repeatable",
+    )  # fmt: skip
+
+
+def parse_static_values(args: argparse.Namespace, programs: list[str]) -> dict[str, str]:
+    """--static-value NAME=VALUE ... as a dict, checked against the program before the grid loads."""
+    from icoforge.suite import get_program
+    from icoforge.suite.runner import static_overrides
+
+    if not args.static_values:
+        return {}
+    if len(programs) != 1:
+        raise IcoforgeError("--static-value: name one PROGRAM (static scalars differ between programs)")
+    pairs = [text.partition("=") for text in args.static_values]
+    bad = [text for text, (name, eq, value) in zip(args.static_values, pairs) if not (name and eq and value)]
+    if bad:
+        raise IcoforgeError(f"--static-value: expected NAME=VALUE, got {', '.join(map(repr, bad))}")
+    values = {name: value for name, _, value in pairs}
+    static_overrides(get_program(programs[0]), values)  # unknown names and bad values: an error now
+    return values
+
+
 def report_files(p: argparse.ArgumentParser, what: str = "report") -> None:
     """--json and --markdown: the report written to files besides the console's tables."""
     p.add_argument("--json", metavar="PATH", help=f"also write the {what} as JSON ('-' for stdout, no tables)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import pathlib
 import shutil
 import subprocess
@@ -76,6 +77,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--tool", required=True, choices=("ncu", "nsys", "rocprof"))
     p.add_argument("--backend", default=None, help="backend the profiled run uses (default icoforge-cuda, icoforge-hip for rocprof)")
     p.add_argument("--repeat", type=int, default=3, help="timed calls of the profiled run (default 3)")
+    common_args.static_values(p)
     p.add_argument("--out", default="icoforge-profile", help="output prefix / directory (default icoforge-profile)")
     p.add_argument("--run", action="store_true", help="run the profiler and print the parsed metrics beside the model")
     p.set_defaults(func=cmd_profile)
@@ -223,15 +225,18 @@ def _floors_table(floors, bw: float) -> Table:
 # --- profile --------------------------------------------------------------------------------------
 
 
-def _kernel_names(args: argparse.Namespace, grid) -> tuple[list[str], object]:
+def _kernel_names(args: argparse.Namespace, grid, static_values: dict[str, str]) -> tuple[list[str], object]:
     from icoforge.perf.model import program_cost
     from icoforge.perf.sizes import suite_sizes
     from icoforge.perf.static import suite_program_ir
     from icoforge.suite import get_program
+    from icoforge.suite.runner import static_overrides
 
-    # the kernels `icoforge run` compiles: int/bool scalars static (kernel names depend on it)
+    # the kernels `icoforge run` compiles: int/bool scalars static (kernel names depend on it),
+    # with the --static-values it is given
     info = get_program(args.program)
     sizes = suite_sizes(info, grid)
+    sizes = dataclasses.replace(sizes, scalars={**sizes.scalars, **static_overrides(info, static_values)})
     pir = suite_program_ir(info, grid, sizes.scalars)
     return [k.name for k in pir.kernels()], program_cost(pir, sizes)
 
@@ -241,11 +246,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
     backend = args.backend or ("icoforge-hip" if args.tool == "rocprof" else "icoforge-cuda")
     console = make_console(wide=args.wide)
+    static_values = common_args.parse_static_values(args, [args.program])  # checked before the grid loads
     grid = _load_grid(args)
     with StepProgress(make_console(stderr=True)) as step:  # stderr: stdout is the command line to copy
         step("GT4Py passes and lowering (for the kernel names)")
-        names, cost = _kernel_names(args, grid)
-    target = profile.target_command(args.program, args.grid, args.levels, backend, args.repeat)
+        names, cost = _kernel_names(args, grid, static_values)
+    target = profile.target_command(args.program, args.grid, args.levels, backend, args.repeat, static_values)
     cmds = profile.profile_commands(args.tool, names, target, args.out)
     if not args.run:
         for c in cmds:

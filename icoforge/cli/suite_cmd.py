@@ -42,6 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "no GT4Py compile; runs on the store's grid, levels and seed",
     )  # fmt: skip
     common_args.static_scalars(p)
+    common_args.static_values(p)
     p.add_argument(
         "--in-worker", action="store_true",
         help="compile in a GT4Py compile worker, as the granule does (started while the grid loads; "
@@ -124,19 +125,21 @@ def cmd_run(args: argparse.Namespace) -> int:
                 # it now, while this process finds the program, loads the grid and builds the inputs
                 compile_pool.warm_up_for(backend, workers=1)
         info = get_program(args.program)  # a typo fails before the grid is generated
+        static_values = common_args.parse_static_values(args, [args.program])
 
         step("loading the grid")
         grid = load_grid(args.grid, levels=args.levels)
         step.log(
             f"{info.name} on {grid.name} ({grid.num_cells:,} cells, {grid.num_edges:,} edges, "
             f"{args.levels} levels), seed {args.seed}, static scalars: {args.static}"
+            + "".join(f" {n}={v}" for n, v in static_values.items())
         )
         results, checks = [], {}
         for i, name in enumerate(backends):
             # each backend's compile can take minutes: its phases show as they change
             results.append(
                 run_program(
-                    info, name, grid, args.seed, args.repeat, static_params=args.static,
+                    info, name, grid, args.seed, args.repeat, static_params=args.static, static_values=static_values,
                     on_status=lambda text, i=i: step(f"backend {i + 1}/{len(backends)}: {text}"),
                 )  # fmt: skip
             )
@@ -144,8 +147,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         for name in args.compare:
             step(f"verifying {name} against {args.backend}")
             checks[name] = verify(
-                info, name, args.backend, grid, args.seed, args.rtol, args.atol, static_params=args.static
-            )
+                info, name, args.backend, grid, args.seed, args.rtol, args.atol, static_params=args.static,
+                static_values=static_values,
+            )  # fmt: skip
             # a plain line whatever the table's width (the ReFrame checks read it)
             result = "PASS" if checks[name].passed else "FAIL"
             step.log(f"{name} vs {args.backend}: {result} max rel {checks[name].max_rel_err:.1e}")
@@ -212,4 +216,6 @@ def _reference_defaults(args: argparse.Namespace) -> dict:
         setattr(args, key, value)
     if args.static != "icon4py":
         raise IcoforgeError("--reference: the stored references use --static icon4py")
+    if args.static_values:
+        raise IcoforgeError("--reference: the stored references use the suite's static scalars (no --static-value)")
     return store

@@ -43,9 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="a kernel leaves the default only for a candidate at least this much faster (default 0.03)")  # fmt: skip
     p.add_argument("--jobs", type=int, default=max(1, min(8, (os.cpu_count() or 2) // 2)),
                    help="processes compiling the candidates before the runs (GPU only; default: half the cores, at most 8)")  # fmt: skip
-    p.add_argument("--static-value", dest="static_values", action="append", default=[], metavar="NAME=VALUE",
-                   help="replace a static scalar of the suite's inputs, e.g. with the values of a granule variant "
-                        "(its log prints them where a tuned schedule did not apply); one PROGRAM only")  # fmt: skip
+    common_args.static_values(p)
     p.add_argument("--out", metavar="FILE", help="write (or merge into) this schedule file")
     p.add_argument("--json", metavar="FILE", help="write every candidate's times and the picks as JSON")
     p.add_argument("--markdown", metavar="FILE", help="write the tables as Markdown (for benchmarks/)")
@@ -63,7 +61,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     target_for_backend(args.backend)  # clear errors before loading anything
     for name in args.programs:
         get_program(name)
-    static_values = _static_values(args)
+    static_values = common_args.parse_static_values(args, args.programs)
     err = make_console(stderr=True, wide=args.wide)
     console = make_console(wide=args.wide)
     grid = load_grid(args.grid, levels=args.levels)
@@ -93,24 +91,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if path:
             console.print(f"{what} written to {path}")
     return 1 if any(r.differing for r in results) else 0
-
-
-def _static_values(args: argparse.Namespace) -> dict[str, str]:
-    """--static-value NAME=VALUE ... as a dict, checked against the program before the grid loads."""
-    from icoforge.suite import get_program
-    from icoforge.tune.tuner import static_overrides
-
-    if not args.static_values:
-        return {}
-    if len(args.programs) != 1:
-        raise IcoforgeError("--static-value: name one PROGRAM (static scalars differ between programs)")
-    pairs = [text.partition("=") for text in args.static_values]
-    bad = [text for text, (name, eq, value) in zip(args.static_values, pairs) if not (name and eq and value)]
-    if bad:
-        raise IcoforgeError(f"--static-value: expected NAME=VALUE, got {', '.join(map(repr, bad))}")
-    values = {name: value for name, _, value in pairs}
-    static_overrides(get_program(args.programs[0]), values)  # unknown names and bad values: an error now
-    return values
 
 
 def _pick_rows(result) -> list[tuple[str, ...]]:

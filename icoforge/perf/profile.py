@@ -19,7 +19,7 @@ import re
 import shlex
 import statistics
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 TOOLS = ("ncu", "nsys", "rocprof")
 
@@ -60,10 +60,14 @@ def kernel_regex(names: Iterable[str]) -> str:
     return "^(" + "|".join(re.escape(n) for n in names) + ")$"
 
 
-def target_command(program: str, grid: str, levels: int, backend: str, repeat: int) -> list[str]:
-    """The process the profiler watches: `icoforge run` (compile, one call, warm-up, timed calls)."""
+def target_command(
+    program: str, grid: str, levels: int, backend: str, repeat: int, static_values: Mapping[str, str] | None = None
+) -> list[str]:
+    """The process the profiler watches: `icoforge run` (compile, one call, warm-up, timed calls),
+    with the static scalars replaced as `static_values` say (a granule variant's)."""
+    values = [a for n, v in (static_values or {}).items() for a in ("--static-value", f"{n}={v}")]
     return [sys.executable, "-m", "icoforge", "run", program, "--grid", grid, "--levels", str(levels),
-            "--backend", backend, "--repeat", str(repeat)]  # fmt: skip
+            "--backend", backend, "--repeat", str(repeat), *values]  # fmt: skip
 
 
 def profile_commands(tool: str, kernels: Iterable[str], target: list[str], out: str) -> list[list[str]]:

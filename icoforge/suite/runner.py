@@ -15,16 +15,18 @@ import hashlib
 import statistics
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from icoforge.backend import gt4py_compat
+from icoforge.errors import IcoforgeError
 from icoforge.suite import faults
 from icoforge.suite.backends import get_backend
 from icoforge.suite.catalogue import ProgramInfo
 from icoforge.suite.inputs import copy_args, is_field, make_inputs, to_numpy
+from icoforge.suite.specs import parse_scalar
 
 Call = Callable[[dict[str, Any]], None]
 StatusCallback = Callable[[str], None]
@@ -69,6 +71,21 @@ def static_param_names(info: ProgramInfo, static_params: str | Sequence[str]) ->
     if static_params == "none":
         return ()
     return tuple(static_params)
+
+
+def static_overrides(info: ProgramInfo, texts: Mapping[str, str]) -> dict[str, Any]:
+    """`--static-value NAME=VALUE`s (NAME -> text) as values of the program's static scalars, e.g.
+    a granule variant's (its compile log prints them); an unknown name or a bad value is an error
+    that lists the program's static scalars."""
+    valid = static_param_names(info, "icon4py")
+    unknown = sorted(set(texts) - set(valid))
+    if unknown:
+        raise IcoforgeError(f"--static-value: {', '.join(unknown)} not a static scalar of {info.name}; "
+                            f"its static scalars: {', '.join(valid) or 'none'}")  # fmt: skip
+    try:
+        return {n: parse_scalar(t, info.param(n).dtype) for n, t in texts.items()}
+    except ValueError as e:
+        raise IcoforgeError(f"--static-value: {e}") from None
 
 
 def synchronizer(args: dict[str, Any]) -> Callable[[], None]:
@@ -214,9 +231,11 @@ def run_program(
     *,
     warmup: int = 1,
     static_params: str | Sequence[str] = "icon4py",
+    static_values: Mapping[str, str] | None = None,
     on_status: StatusCallback | None = None,
 ) -> RunResult:
-    """Compile `info.program` on `backend`, then time it on random inputs (seed) on `grid`.
+    """Compile `info.program` on `backend`, then time it on random inputs (seed) on `grid`;
+    `static_values` (NAME -> text) replace static scalars of the inputs (`static_overrides`).
 
     Fields the program both reads and writes (`info.inouts`) are restored before every call, so
     each timed call sees the same inputs; restoring is not timed.
@@ -226,7 +245,7 @@ def run_program(
     allocator = allocator_for(backend_obj)
 
     status(f"building inputs for {info.name}")
-    args = make_inputs(info, grid, seed, allocator=allocator)
+    args = {**make_inputs(info, grid, seed, allocator=allocator), **static_overrides(info, static_values or {})}
     pristine = copy_args(args)
     sync = synchronizer(args)
 

@@ -23,7 +23,7 @@ Protocol:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gt4py.next as gtx
@@ -31,7 +31,7 @@ import numpy as np
 
 from icoforge.suite.catalogue import ProgramInfo
 from icoforge.suite.inputs import is_field, make_inputs, to_numpy
-from icoforge.suite.runner import BackendLike, allocator_for, prepare, resolve_backend, synchronizer
+from icoforge.suite.runner import BackendLike, allocator_for, prepare, resolve_backend, static_overrides, synchronizer
 
 # A quiet NaN with a payload no arithmetic produces (x86 and CUDA both generate payload-free
 # "default" NaNs), so "still poisoned" is told apart from "computed NaN" by the bit pattern.
@@ -225,14 +225,16 @@ def verify(
     atol: float | None = None,
     *,
     static_params: str | Sequence[str] = "icon4py",
+    static_values: Mapping[str, str] | None = None,
 ) -> VerifyResult:
     """Run `info.program` on `backend` and on `reference_backend` with the same random inputs
     (poisoned outputs) and compare all outputs completely; see the module docstring.
+    `static_values` (NAME -> text) replace static scalars of the inputs (runner.static_overrides).
 
     Backends: names ("gtfn_cpu", "icoforge-cuda", ...), GT4Py Backend objects, None (embedded)
     or a CustomBackend. atol=None: ATOL_SCALE times each output's largest reference value.
     """
-    host_args = poisoned_inputs(info, grid, seed)
+    host_args = {**poisoned_inputs(info, grid, seed), **static_overrides(info, static_values or {})}
     before = {name: to_numpy(v).copy() for name, v in host_args.items() if is_field(v)}
 
     ref_fields = run_once(info, reference_backend, grid, host_args, static_params)

@@ -344,22 +344,6 @@ def _fingerprints(pir: Any) -> tuple[tuple[str, str], ...]:
     return tuple((k.name, tuned_db.kernel_fingerprint(k)) for k in pir.kernels()) if isinstance(pir, ir.ProgramIR) else ()
 
 
-def static_overrides(info: Any, texts: Mapping[str, str]) -> dict[str, Any]:
-    """`--static-value NAME=VALUE` of `icoforge tune`, checked against the program's static scalars."""
-    from icoforge.suite.runner import static_param_names
-    from icoforge.suite.specs import parse_scalar
-
-    valid = static_param_names(info, "icon4py")
-    unknown = sorted(set(texts) - set(valid))
-    if unknown:
-        raise IcoforgeError(f"--static-value: {', '.join(unknown)} not a static scalar of {info.name}; "
-                            f"its static scalars: {', '.join(valid) or 'none'}")  # fmt: skip
-    try:
-        return {n: parse_scalar(t, info.param(n).dtype) for n, t in texts.items()}
-    except ValueError as e:
-        raise IcoforgeError(f"--static-value: {e}") from None
-
-
 def tune_suite_program(
     name: str, grid: Any, backend: str = "icoforge-cuda", space: str = "quick", *, repeat: int = 20,
     seed: int = 0, min_gain: float = 0.03, progress: Progress = lambda what, done, total: None, jobs: int = 1,
@@ -370,6 +354,7 @@ def tune_suite_program(
     scalars, e.g. those of a granule variant (its log prints them where a tuned entry did not apply)."""
     from icoforge.perf.static import suite_program_ir
     from icoforge.suite import get_backend, get_program, make_inputs
+    from icoforge.suite.runner import static_overrides
     from icoforge.tune.space import candidates
 
     target = target_for_backend(backend)

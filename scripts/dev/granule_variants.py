@@ -263,7 +263,7 @@ def culprits(
 ) -> dict[str, Any]:
     """For one stale kernel: each differing static argument alone in the suite's variant (does the
     kernel's fingerprint change?), and all of the granule's values together (the granule's print?)."""
-    from icoforge.tune.tuner import static_overrides
+    from icoforge.suite.runner import static_overrides
 
     granule = {n: v for n, v in record.static_arguments if n in suite}  # the scalars the suite binds too
     base = suite_prints(info, grid, suite, schedule).get(kernel)

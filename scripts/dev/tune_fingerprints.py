@@ -7,7 +7,7 @@ A tuned entry applies where the kernel's fingerprint is the one tuned (icoforge/
 Before spending device time on a tune of a granule variant, compare these with the fingerprints
 the granule's compile log printed ("its code changed since it was tuned (fingerprint ...)"): equal
 fingerprints mean the tune's entries will apply there. The suite's static scalars with the given
-values replacing them (`tuner.static_overrides`, as the tuner does), fingerprinted by
+values replacing them (`suite.runner.static_overrides`, as the tuner does), fingerprinted by
 granule_variants.py's `suite_prints` with the CUDA default schedule.
 """
 
@@ -20,7 +20,7 @@ from granule_variants import suite_prints, suite_statics
 from icoforge.backend.schedule import default_program_schedule
 from icoforge.grids import load_grid
 from icoforge.suite import get_program
-from icoforge.tune.tuner import static_overrides
+from icoforge.suite.runner import static_overrides
 
 
 def main() -> None:

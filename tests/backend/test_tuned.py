@@ -191,7 +191,7 @@ def test_the_shipped_fingerprints_match_todays_code_at_the_levels_they_were_tune
     from icoforge.grids import load_grid
     from icoforge.perf.static import suite_program_ir
     from icoforge.suite import get_program, make_inputs
-    from icoforge.tune.tuner import static_overrides
+    from icoforge.suite.runner import static_overrides
 
     entries = tuned.load()
     tuned_on = {e: e.measured.split(": ")[1].split(",")[0] for e in entries}  # "R2B6/80"

@@ -95,6 +95,9 @@ def test_command_lines():
     assert roc[:4] == ["rocprofv3", "--kernel-trace", "--kernel-include-regex", "^(a_k0)$"]
     with pytest.raises(ValueError):
         profile.profile_commands("vtune", ["a"], target, "out")
+    # a granule variant: its static values go to the profiled `icoforge run`
+    variant = profile.target_command("prog", "R2B4", 80, "icoforge-cuda", 3, {"nflatlev": "16", "limited_area": "True"})
+    assert variant[len(target):] == ["--static-value", "nflatlev=16", "--static-value", "limited_area=True"]
 
 
 def test_cli_prints_ncu_command(tiny_grid, capsys):
@@ -103,6 +106,11 @@ def test_cli_prints_ncu_command(tiny_grid, capsys):
     assert rc == 0
     assert out.startswith("ncu --kernel-name 'regex:^(comp_dive_flux_rho_thet_k0)$' --clock-control none")
     assert "-m icoforge run compute_divergence_of_fluxes_of_rho_and_theta --grid R2B3 --levels 10 --backend icoforge-cuda" in out
+    argv = ["profile", "compute_hydrostatic_correction_term", "--tool", "ncu", "--grid", "R2B3", "--levels", "10"]
+    assert main([*argv, "--static-value", "vertical_start=8"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("--repeat 3 --static-value vertical_start=8")
+    assert main([*argv, "--static-value", "no_such=1"]) == 2
+    assert "its static scalars: " in capsys.readouterr().err
 
 
 def test_parse_real_ncu_output():

@@ -30,6 +30,9 @@ def test_list_filters_by_name(capsys):
         (["run", "compute_airmass", "--backend", "gtfn_cp"], "Did you mean 'gtfn_cpu'"),
         (["run", "compute_airmass", "--compare", "dace"], "unknown backend 'dace'"),
         (["run", "vertically_implicit_solver", "--levels", "5"], "vertically_implicit_solver_at_predictor_step"),
+        (["run", "compute_airmass", "--static-value", "nflatlev=3"], "its static scalars: horizontal_start"),
+        (["run", "compute_hydrostatic_correction_term", "--static-value", "vertical_end=ten"], "'ten' is not a int32"),
+        (["run", "compute_hydrostatic_correction_term", "--static-value", "vertical_end", "--grid", "R2B3"], "NAME=VALUE"),
     ],
 )
 def test_run_refuses_bad_arguments_in_one_line(argv, message, capsys):
@@ -81,3 +84,17 @@ def test_run_on_gtfn_cpu_without_compare_has_no_verification_column(tiny_grid, c
     cells = _row(capsys.readouterr().out, "gtfn_cpu")
     assert len(cells) == 6  # no verification column without --compare
     assert float(cells[1]) >= 0 and float(cells[3]) > 0  # compile s is 0.0 on a build-cache hit
+
+
+def test_run_with_a_static_value_compiles_that_variant(tiny_grid, capsys):
+    """--static-value: a granule variant's static scalars (as `tune` and `profile` take them): the
+    suite's hydrostatic correction computes the last level only; from one level up it writes two."""
+    base = ["run", "compute_hydrostatic_correction_term", "--grid", "R2B3", "--levels", "10", "--backend", "embedded",
+            "--compare", "embedded", "--repeat", "1", "--wide"]  # fmt: skip
+    assert main(base) == 0
+    suite = _row(capsys.readouterr().out, "embedded")
+    assert main([*base, "--static-value", "vertical_start=8"]) == 0
+    out = capsys.readouterr().out
+    assert "static scalars: icon4py vertical_start=8" in out
+    variant = _row(out, "embedded")
+    assert variant[5] != suite[5] and variant[6].startswith("PASS")  # other outputs, verified alike

@@ -353,7 +353,7 @@ def test_tune_on_the_gpu_verifies_every_candidate(tiny_grid):
 @pytest.mark.slow  # two emulated tunes: about a minute
 def test_a_static_value_replaces_the_suites_and_reaches_the_compiled_code(tiny_grid):
     # --static-value: how a granule variant (the values its log prints) is tuned, not the suite's
-    from icoforge.tune.tuner import static_overrides
+    from icoforge.suite.runner import static_overrides
 
     info = get_program("compute_hydrostatic_correction_term")
     with pytest.raises(IcoforgeError, match="static scalars: .*vertical_end"):
