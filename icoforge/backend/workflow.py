@@ -113,11 +113,13 @@ def translate(inp: definitions.CompilableProgramDef, use_cache: bool = True, inl
     passes (milliseconds, so they are redone on every build and a change to them never serves a
     stale translation). `inline_policy`: `ProgramSchedule.inline`."""
     t0 = time.perf_counter()
-    transformed, hit = cached_passes(inp) if use_cache else (gt4py_passes(inp.data, inp.args.offset_provider), False)
+    trace_dir = settings.current().trace
+    key = passes_key(inp) if use_cache or trace_dir else ""  # once: ~0.1 s on the predictor solver
+    transformed, hit = cached_passes(inp, key) if use_cache else (gt4py_passes(inp.data, inp.args.offset_provider), False)
     t1 = time.perf_counter()
     prog = pipeline.translate_passes(lower_gtir(inp, transformed), inline_policy)
-    if trace_dir := settings.current().trace:
-        _trace_translation(trace_dir, inp, hit, t1 - t0, time.perf_counter() - t1)
+    if trace_dir:
+        _trace_translation(trace_dir, inp, key, hit, t1 - t0, time.perf_counter() - t1)
     return Translation(prog, 0.0 if hit else t1 - t0, time.perf_counter() - t1, hit), hit
 
 
@@ -127,11 +129,12 @@ def lower_gtir(inp: definitions.CompilableProgramDef, transformed: itir.Program)
     return lower.lower_program(transformed, inp.args.args, op_type, early=settings.current().early_gtir)
 
 
-def _trace_translation(trace_dir: str, inp: definitions.CompilableProgramDef, hit: bool, passes_s: float, lower_s: float) -> None:
+def _trace_translation(
+    trace_dir: str, inp: definitions.CompilableProgramDef, key: str, hit: bool, passes_s: float, lower_s: float
+) -> None:
     """ICOFORGE_TRACE=DIR: one line per translation on stderr, and on a passes-cache miss the GTIR
     that missed (DIR/<program>-<key>.gtir), to find out on another machine why a carried cache
     did not serve it (a static argument with other last bits, another GT4Py, ...)."""
-    key = passes_key(inp)
     name = getattr(inp.data, "id", "?")
     passes = "passes cached" if hit else f"passes computed in {passes_s:.1f} s"
     print(f"[icoforge {time.strftime('%H:%M:%S')}] {name}: {passes}, lowered in {lower_s:.2f} s (key {key[:12]})", file=sys.stderr, flush=True)
@@ -144,9 +147,10 @@ def _trace_translation(trace_dir: str, inp: definitions.CompilableProgramDef, hi
 _MAGIC = b"icoforge-gtir-v1\n"
 
 
-def cached_passes(inp: definitions.CompilableProgramDef) -> tuple[itir.Program, bool]:
-    """(transformed GTIR, cache hit). Entries carry a checksum; a corrupt one is recomputed."""
-    path = cache_dir("gt4py-passes") / f"{inp.data.id}-{passes_key(inp)}.pkl"
+def cached_passes(inp: definitions.CompilableProgramDef, key: str | None = None) -> tuple[itir.Program, bool]:
+    """(transformed GTIR, cache hit); `key`: `passes_key(inp)` where the caller has it. Entries
+    carry a checksum; a corrupt one is recomputed."""
+    path = cache_dir("gt4py-passes") / f"{inp.data.id}-{key or passes_key(inp)}.pkl"
     cached = _read_checked(path)
     if cached is not None:
         return cached, True
