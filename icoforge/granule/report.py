@@ -179,6 +179,8 @@ def program_table(data: Data, index: int) -> TableSpec:
     step_ms = b["profiled_dycore_step_ms"]
     # host and device time per call (reports since 2026-12-01; older ones lack them)
     split = any(p.get("host_ms") is not None for p in b["programs"])
+    # the byte model's floors per program (--floors-steps): compulsory bytes per call / device time
+    floors = (b.get("floors") or {}).get("programs") if split else None
     rows = []
     covered = 0.0
     for p in b["programs"]:
@@ -189,6 +191,7 @@ def program_table(data: Data, index: int) -> TableSpec:
                 p["name"],
                 f"{p['calls_per_step']:g}",
                 *per_call,
+                *([_model_bandwidth(floors.get(p["name"]), p.get("device_ms"))] if floors is not None else []),
                 f"{p['ms_per_step']:.3f}",
                 f"{100 * p['share']:.1f} %",
                 "-" if p.get("kernels") is None else str(p["kernels"]),
@@ -199,7 +202,7 @@ def program_table(data: Data, index: int) -> TableSpec:
         [
             "[dim]outside GT4Py programs (Python)[/dim]",
             "",
-            *([""] * (3 if split else 1)),
+            *([""] * ((3 if split else 1) + (floors is not None))),
             f"{step_ms * (1 - covered):.3f}",
             f"{100 * (1 - covered):.1f} %",
             "",
@@ -207,6 +210,7 @@ def program_table(data: Data, index: int) -> TableSpec:
         ]
     )
     per_call_cols = ("median ms/call", "host ms/call", "device ms/call") if split else ("median ms/call",)
+    per_call_cols += ("model GB/s",) if floors is not None else ()
     cols = ("program", "calls/step", *per_call_cols, "ms/step", "share", "kernels", "compile s")
     return TableSpec(
         title=f"{b['backend']}: per program, over {data['options']['profile_steps']} dycore step(s) of "
@@ -219,11 +223,20 @@ def program_table(data: Data, index: int) -> TableSpec:
             "(Python, argument checks, launches); device = between events around the call; "
             "share = program's time / that step; kernels = kernels in the compiled program (icoforge); "
             "compile s = its variants' translation + build in this run (icoforge; ~0 when cached)"
+            + ("; model GB/s = the kernels' compulsory bytes per call (byte model, the floors' steps) / device "
+               f"time (copy bandwidth {b['floors']['floors_bandwidth_GBps']:.0f} GB/s)" if floors is not None else "")
         ),
         no_wrap=(0,),
-        droppable={"compile s": 6, "kernels": 5, "median ms/call": 4, "calls/step": 3, "host ms/call": 2,
-                   "device ms/call": 1},  # fmt: skip
+        droppable={"compile s": 7, "kernels": 6, "median ms/call": 5, "calls/step": 4, "host ms/call": 3,
+                   "device ms/call": 2, "model GB/s": 1},  # fmt: skip
     )
+
+
+def _model_bandwidth(floor: Data | None, device_ms: float | None) -> str:
+    """GB/s a program's kernels reach on their compulsory bytes ('-': no floor or no device time)."""
+    if not floor or not device_ms or not floor["calls"]:
+        return "-"
+    return f"{floor['kernel_bytes'] / floor['calls'] / (device_ms * 1e-3) / 1e9:.0f}"
 
 
 def idle_table(data: Data) -> TableSpec:

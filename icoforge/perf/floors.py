@@ -330,11 +330,17 @@ class StepFloors:
         return {k: 1e3 * getattr(self, k) / bytes_per_s for k in ("kernel", "program", "substep")}
 
     def to_json(self, bytes_per_s: float) -> dict[str, Any]:
-        """What benchmarks/granule-latest.json holds: `floors_ms` at `bytes_per_s`, the bytes, the bandwidth."""
+        """What benchmarks/granule-latest.json holds: `floors_ms` at `bytes_per_s`, the bytes, the
+        bandwidth; and per program its calls, kernel and program floor bytes per dycore step (the
+        greenline's per-program table divides them by the measured time)."""
         return {
             "floors_ms": {k: round(v, 4) for k, v in self.ms(bytes_per_s).items()},
             "floors_bytes": {k: int(round(getattr(self, k))) for k in ("kernel", "program", "substep")},
             "floors_bandwidth_GBps": round(bytes_per_s / 1e9, 2),
+            "programs": {
+                f.program: {"calls": f.calls, "kernel_bytes": int(round(f.kernel_bytes)), "program_bytes": int(round(f.program_bytes))}
+                for f in self.programs
+            },
         }
 
 

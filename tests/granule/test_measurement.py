@@ -218,3 +218,21 @@ def test_python_mode_rerun_switches_optimization():
     pymode.ensure("optimized", None)  # from Python (no command line): never replaces the process
     with pytest.raises(ValueError, match="optimized, debug"):
         pymode.ensure("fast", None)
+
+
+def test_the_program_table_shows_what_bandwidth_each_program_reaches_on_its_compulsory_bytes():
+    data = _data()
+    headers = [h for h, _ in program_table(data, 0).columns]
+    assert "model GB/s" not in headers  # no floors recorded (no --floors-steps): no column
+    data["backends"][0]["floors"] = {
+        "floors_ms": {"kernel": 1.0, "program": 1.0, "substep": 1.0},
+        "floors_bytes": {"kernel": 1, "program": 1, "substep": 1}, "floors_bandwidth_GBps": 4004.1,
+        # prog_a: 5 calls per step moving 3 GB in its kernels, 0.15 ms on the device per call
+        "programs": {"prog_a": {"calls": 5.0, "kernel_bytes": 3_000_000_000, "program_bytes": 2_000_000_000}},
+    }  # fmt: skip
+    prog = program_table(data, 0)
+    headers = [h for h, _ in prog.columns]
+    assert prog.rows[0][headers.index("model GB/s")] == "4000"  # 0.6 GB per call in 0.15 ms
+    assert len(prog.rows[-1]) == len(headers) and "4004 GB/s" in prog.caption
+    data["backends"][0]["floors"]["programs"] = {}
+    assert program_table(data, 0).rows[0][headers.index("model GB/s")] == "-"  # a program without kernel IR

@@ -165,6 +165,11 @@ def test_step_floors_shared_buffers_across_calls_and_substeps():
     assert sum(b.kernel for b in f.buffers) == f.kernel and sum(b.program for b in f.buffers) == f.program
     assert sum(b.substep for b in f.buffers) == f.substep
     assert {b.names: b.substep for b in f.buffers} == {("a",): 2 * one, ("x",): 2 * one, ("y",): 2 * one}
+    # what a report records: per program its calls and floors per step (the greenline's model GB/s)
+    rec = f.to_json(1e6)
+    assert rec["floors_bytes"]["kernel"] == f.kernel and rec["floors_ms"]["kernel"] == 1e3 * f.kernel / 1e6
+    assert rec["programs"] == {"p0": {"calls": 2, "kernel_bytes": 4 * one, "program_bytes": 4 * one},
+                               "p1": {"calls": 2, "kernel_bytes": 6 * one, "program_bytes": 6 * one}}  # fmt: skip
 
 
 def test_internal_buffers_written_before_read_in_every_substep_are_substep_temporaries():
