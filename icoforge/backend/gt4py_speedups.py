@@ -263,15 +263,12 @@ def _symbol_table_patch() -> list[tuple[object, str, object]]:
                 for name in fields:
                     visit(getattr(n, name))
 
-        try:
-            root = class_facts(node.__class__)
-            if root[5] is not None:
-                visit(root[5])
-            for child in root[6](node):
-                visit(child)
-            return state[0]
-        finally:
-            del visit  # the cycle visit -> its cell -> visit: its garbage goes with refcounting, not the collector
+        root = class_facts(node.__class__)
+        if root[5] is not None:
+            visit(root[5])
+        for child in root[6](node):
+            visit(child)
+        return state[0]
 
     def apply(cls, node):
         if cls is not collector:
@@ -417,11 +414,8 @@ def _count_refs_patch(kinds: dict[int, tuple], kind_of) -> list[tuple[object, st
             for child in entry[3](n):  # generic_visit: trees.iter_children_values(n)
                 walk(child, inactive_refs)
 
-        try:
-            walk(node, kwargs["inactive_refs"])
-            return None
-        finally:
-            del walk  # the cycle walk -> its cell -> walk (as `visit` of fix 5)
+        walk(node, kwargs["inactive_refs"])
+        return None
 
     return [(count_refs, "visit", count_visit)]
 
