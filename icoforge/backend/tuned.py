@@ -154,9 +154,9 @@ def applied(schedule: ProgramSchedule, program: ir.ProgramIR, dim_sizes: Mapping
         elif not (sized := [e for e in entries if e.fits(dim_sizes)]):
             tuned_on = " and ".join(dict.fromkeys(str(dict(e.dim_sizes)) for e in entries))
             out.append(Decision(name, OTHER_SIZES, f"tuned on {tuned_on}, this call has {dict(dim_sizes)}: not applied"))
-        elif (hit := _same_code(sized, kernel_fingerprint(k))) is None:
+        elif (hit := _same_code(sized, now := kernel_fingerprint(k))) is None:
             then = ", ".join(e.fingerprint for e in sized)
-            why = f"its code changed since it was tuned (fingerprint {kernel_fingerprint(k)}, tuned {then}): not applied"
+            why = f"its code changed since it was tuned (fingerprint {now}, tuned {then}): not applied"
             out.append(Decision(name, CODE_CHANGED, why))
         else:
             schedule = schedule.with_kernel(name, hit.schedule)
