@@ -26,33 +26,6 @@ from icoforge.backend import tuned
 from icoforge.errors import IcoforgeError
 
 
-def entries(result: Mapping[str, Any], measured: str, fingerprints: Mapping[str, str] | None = None) -> list[tuned.TunedKernel]:
-    """The database entries of one program's tune result."""
-    if result.get("emulated"):
-        raise IcoforgeError(f"{result['program']}: tuned on the CPU emulation; its times mean nothing")
-    if result.get("kept_default"):
-        return []
-    prints = dict(result.get("fingerprints") or fingerprints or {})
-    sizes = result.get("dim_sizes") or {}
-    if not sizes:
-        raise IcoforgeError(f"{result['program']}: the tune result has no dim_sizes (pass a newer tune JSON)")
-    out = []
-    for p in result["picks"]:
-        if p["best"] == "default":
-            continue
-        if p["kernel"] not in prints:
-            raise IcoforgeError(f"{p['kernel']}: no fingerprint (the tune JSON lacks them: pass --fingerprints)")
-        out.append(tuned.TunedKernel.from_json({
-            "kernel": p["kernel"], "program": result["program"], "vendor": result["vendor"], "device": result["device"],
-            "dim_sizes": sizes, "fingerprint": prints[p["kernel"]], "schedule": p["schedule"],
-            "static_values": result.get("static_values") or {}, "levels": result["levels"],
-            "measured": f"{measured}: {result['grid']}/{result['levels']}, {p['best']}, "
-                        f"{p['default_s'] * 1e6:.1f} -> {p['best_s'] * 1e6:.1f} us; whole call "
-                        f"{result['default_whole_s'] * 1e6:.1f} -> {result['tuned_whole_s'] * 1e6:.1f} us",
-        }))  # fmt: skip
-    return out
-
-
 @dataclasses.dataclass(frozen=True)
 class Variant:
     """What one program tune measured: the entries it replaces are this variant's."""
@@ -75,6 +48,31 @@ class Variant:
     def holds(self, e: tuned.TunedKernel) -> bool:
         same = (e.program, e.vendor, e.device, e.levels, e.static_values)
         return same == (self.program, self.vendor, self.device, self.levels, self.static_values) and e.fits(dict(self.dim_sizes))
+
+
+def entries(result: Mapping[str, Any], measured: str, fingerprints: Mapping[str, str] | None = None) -> list[tuned.TunedKernel]:
+    """The database entries of one program's tune result."""
+    if result.get("emulated"):
+        raise IcoforgeError(f"{result['program']}: tuned on the CPU emulation; its times mean nothing")
+    if result.get("kept_default"):
+        return []
+    prints = dict(result.get("fingerprints") or fingerprints or {})
+    variant = Variant.of(result)  # no dim_sizes: an error
+    out = []
+    for p in result["picks"]:
+        if p["best"] == "default":
+            continue
+        if p["kernel"] not in prints:
+            raise IcoforgeError(f"{p['kernel']}: no fingerprint (the tune JSON lacks them: pass --fingerprints)")
+        out.append(tuned.TunedKernel.from_json({
+            "kernel": p["kernel"], "program": result["program"], "vendor": result["vendor"], "device": result["device"],
+            "dim_sizes": dict(variant.dim_sizes), "fingerprint": prints[p["kernel"]], "schedule": p["schedule"],
+            "static_values": dict(variant.static_values), "levels": variant.levels,
+            "measured": f"{measured}: {result['grid']}/{result['levels']}, {p['best']}, "
+                        f"{p['default_s'] * 1e6:.1f} -> {p['best_s'] * 1e6:.1f} us; whole call "
+                        f"{result['default_whole_s'] * 1e6:.1f} -> {result['tuned_whole_s'] * 1e6:.1f} us",
+        }))  # fmt: skip
+    return out
 
 
 def merged(old: list[tuned.TunedKernel], new: list[tuned.TunedKernel], tuned_variants: set[Variant]) -> list[tuned.TunedKernel]:
