@@ -21,7 +21,6 @@ from icoforge.suite.specs import (
     EDGE,
     Const,
     Derived,
-    GridAttr,
     IndexIn,
     KOffsets,
     Levels,
@@ -110,7 +109,7 @@ SHARED_ARGS: dict[str, Spec] = {
     "max_nudging_coefficient": Const(NDYN_SUBSTEPS * 0.02),
     "iau_wgt_dyn": Const(0.5),
     # switches: icon4py's default configuration, taking the branch that does the work
-    "limited_area": GridAttr("limited_area"),
+    "limited_area": Derived(lambda ctx: ctx.grid.limited_area, "icon4py's grid.limited_area"),
     "is_iau_active": Const(False),
     "at_first_substep": Const(True),
     "at_last_substep": Const(True),

@@ -79,15 +79,9 @@ class VerticalIndex:
 
 
 @dataclasses.dataclass(frozen=True)
-class GridAttr:
-    """An attribute of the grid, e.g. GridAttr('limited_area')."""
-
-    name: str
-
-
-@dataclasses.dataclass(frozen=True)
 class Derived:
-    """Computed from the context (grid, nlev) by `fn`; `why` says what it mirrors in icon4py."""
+    """Computed from the context (grid, nlev) by `fn`, e.g. an attribute of the grid; `why` says
+    what it mirrors in icon4py."""
 
     fn: Callable[[SpecContext], Any]
     why: str
@@ -136,7 +130,7 @@ class TableOf:
 
 
 Spec = (
-    Const | Uniform | RandomBool | ZoneStart | ZoneEnd | Levels | VerticalIndex | GridAttr | Derived | KOffsets
+    Const | Uniform | RandomBool | ZoneStart | ZoneEnd | Levels | VerticalIndex | Derived | KOffsets
     | IndexIn | Position | OneOf | TableOf
 )  # fmt: skip
 
@@ -204,8 +198,6 @@ class SpecContext:
                 raw = self.nlev + offset
             case VerticalIndex(name, offset):
                 raw = vertical_indices(self.nlev)[name] + offset
-            case GridAttr(name):
-                raw = getattr(self.grid, name)
             case Derived(fn, _):
                 raw = fn(self)
             case _:
