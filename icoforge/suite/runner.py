@@ -208,6 +208,12 @@ class RunResult:
         return min(self.times_s) * 1e3 if self.times_s else float("nan")
 
 
+def grid_fields(grid: Any) -> dict[str, Any]:
+    """`grid` and `num_levels` of a result (RunResult, verify's VerifyResult): the grid's name
+    (its type's for a grid without one) and its level count."""
+    return {"grid": getattr(grid, "name", type(grid).__name__), "num_levels": int(grid.num_levels)}
+
+
 def checksum(arrays: dict[str, np.ndarray]) -> str:
     """Short hash of the outputs rounded to float32 (~7 digits): equal outputs up to rounding
     give equal checksums, almost always -- `verify` is the real comparison."""
@@ -279,8 +285,7 @@ def run_program(
     return RunResult(
         program=info.name,
         backend=name,
-        grid=getattr(grid, "name", type(grid).__name__),
-        num_levels=int(grid.num_levels),
+        **grid_fields(grid),
         seed=seed,
         compile_s=compile_s,
         first_call_s=first_call_s,

@@ -31,7 +31,15 @@ import numpy as np
 
 from icoforge.suite.catalogue import ProgramInfo
 from icoforge.suite.inputs import is_field, make_inputs, to_numpy
-from icoforge.suite.runner import BackendLike, allocator_for, prepare, resolve_backend, static_overrides, synchronizer
+from icoforge.suite.runner import (
+    BackendLike,
+    allocator_for,
+    grid_fields,
+    prepare,
+    resolve_backend,
+    static_overrides,
+    synchronizer,
+)
 
 # A quiet NaN with a payload no arithmetic produces (x86 and CUDA both generate payload-free
 # "default" NaNs), so "still poisoned" is told apart from "computed NaN" by the bit pattern.
@@ -253,8 +261,7 @@ def verify(
         program=info.name,
         backend=resolve_backend(backend)[0],
         reference=resolve_backend(reference_backend)[0],
-        grid=getattr(grid, "name", type(grid).__name__),
-        num_levels=int(grid.num_levels),
+        **grid_fields(grid),
         seed=seed,
         rtol=rtol,
         atol=atol,
