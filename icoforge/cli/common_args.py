@@ -23,6 +23,11 @@ def schedule(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def gpu_lock(p: argparse.ArgumentParser, held: str) -> None:
+    """--gpu-lock PATH (granule.gpulock.GpuLock) of `greenline` and `roofline`; `held`: when the command holds it."""
+    p.add_argument("--gpu-lock", metavar="PATH", help=f"hold an exclusive flock on PATH (created if missing) {held}")
+
+
 def static_scalars(p: argparse.ArgumentParser) -> None:
     """--static: which scalars `run` and `explain` compile in (explain shows what run compiles)."""
     p.add_argument(

@@ -75,15 +75,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--reference", metavar="PATH", dest="reference_file",
         help="verify every backend against a recorded fingerprint (see --save-reference)",
     )  # fmt: skip
-    p.add_argument(
-        "--gpu-lock", metavar="PATH",
-        help="hold an exclusive flock on PATH (created if missing) during each backend's verification, timed "
-        "and profiled steps, shared while setting up: parallel runs (one backend each) measure one at a time, "
-        "never while another one compiles",
+    common_args.gpu_lock(
+        p, "during each backend's verification, timed and profiled steps, shared while setting up: parallel runs "
+        "(one backend each) measure one at a time, never while another one compiles",
     )  # fmt: skip
     common_args.schedule(p)
-    common_args.report_files(p)
-    _latest_arguments(p)
+    _output_arguments(p)
     ranks_cmd.add_arguments(p)
     p.set_defaults(func=cmd_greenline)
 
@@ -105,12 +102,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="[LABEL=]REPORT.json",
         help="reports written by greenline --json, optionally labelled",
     )
-    common_args.report_files(m, "merged report")
-    _latest_arguments(m)
+    _output_arguments(m, "merged report")
     m.set_defaults(func=cmd_greenline_merge)
 
 
-def _latest_arguments(p: argparse.ArgumentParser) -> None:
+def _output_arguments(p: argparse.ArgumentParser, what: str = "report") -> None:
+    """What `_output` writes besides the tables, for both commands: --json, --markdown and --latest."""
+    common_args.report_files(p, what)
     p.add_argument(
         "--latest", metavar="PATH",
         help="also write the headline record (benchmarks/granule-latest.json: step ms and cold compile per "

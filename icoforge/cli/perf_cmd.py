@@ -62,10 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="greenline on icoforge-cpu: kernels = each kernel built alone and run on every call's arguments "
         "(default); program = one program-level point per program (its calls' wall time)",
     )  # fmt: skip
-    p.add_argument(
-        "--gpu-lock", metavar="PATH",
-        help="hold an exclusive flock on PATH (created if missing) while timing (greenline: steps, kernel timing and "
-        "copy ceiling, not the setup; one program: the whole measurement), as `icoforge greenline --gpu-lock`",
+    common_args.gpu_lock(
+        p, "while timing (greenline: steps, kernel timing and copy ceiling, not the setup; one program: the whole "
+        "measurement), as `icoforge greenline --gpu-lock`",
     )  # fmt: skip
     p.set_defaults(func=cmd_roofline)
 
