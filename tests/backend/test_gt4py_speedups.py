@@ -128,3 +128,129 @@ def test_patched_constant_folding_of_leaves_and_gc_pause():
         assert not gc.isenabled()  # the caller's state, not "on"
     finally:
         gc.enable()
+
+
+def _annex_free_copy(tree):
+    """A deep copy of `tree` whose nodes have no annex (as freshly built nodes, before any read)."""
+    import copy
+
+    from gt4py.eve import concepts
+
+    new = copy.deepcopy(tree)
+    for node in new.pre_walk_values().if_isinstance(concepts.Node):
+        vars(node).pop("__node_annex__", None)
+    return new
+
+
+def _scope_tables(tree, table_of) -> tuple[list, list]:
+    """For every scope of `tree` (pre-order) `table_of(scope)` as (name, bound node) pairs, a bound
+    node of the tree given by its pre-order position (anything else as itself); and which nodes
+    of the tree have an annex."""
+    from gt4py.eve import concepts
+    from gt4py.eve.traits import SymbolTableTrait
+
+    nodes = tree.pre_walk_values().if_isinstance(concepts.Node).to_list()
+    position = {id(node): i for i, node in enumerate(nodes)}
+    tables = [
+        [(name, position.get(id(bound), bound)) for name, bound in table_of(node).items()]
+        for node in nodes
+        if isinstance(node, SymbolTableTrait)
+    ]
+    return tables, ["__node_annex__" in vars(node) for node in nodes]
+
+
+@pytest.mark.skipif(not gt4py_speedups.applicable(), reason="patches checked for another GT4Py version")
+def test_symbol_tables_of_every_scope_after_the_early_passes(tiny_grid):
+    """Fix 5 (gt4py_symbols.py, leaves skipped) on every scope of the predictor solver before and
+    after the early passes (temporaries, SetAt, domains, nested lets): eve's table on each, the
+    same names in the same order bound to the same nodes, and the same nodes given an annex (the
+    collection reads `node.annex`, which creates it) when collected on annex-free copies."""
+    from icoforge.backend import gt4py_early
+    from gt4py.eve.traits import SymbolTableTrait
+
+    collector = SymbolTableTrait.SymbolsCollector
+    inp = compilable_program(get_program("vertically_implicit_solver_at_predictor_step").program, tiny_grid.connectivities)
+    with gt4py_speedups.patched():
+        after = gt4py_early.early_transforms(inp.data, inp.args.offset_provider)
+    for tree in (inp.data, after):
+        plain = _scope_tables(_annex_free_copy(tree), collector.apply)
+        with gt4py_speedups.patched():
+            fast = _scope_tables(_annex_free_copy(tree), collector.apply)
+        assert len(plain[0]) > 100 and any(plain[1]) and not all(plain[1])  # exercised
+        assert fast == plain
+
+
+@pytest.mark.skipif(not gt4py_speedups.applicable(), reason="patches checked for another GT4Py version")
+def test_symbol_table_edge_cases():
+    """What the predictor's trees never hold, collected as eve does: a duplicate symbol (same error),
+    symbols an annex propagates, a type specification whose own `__dict__` gives it children (a
+    "dict leaf" then takes the collector's steps), a Program's builtin symbols; and which classes
+    are skipped as leaves."""
+    from gt4py.eve import concepts, exceptions, trees
+    from gt4py.eve.traits import SymbolTableTrait
+    from gt4py.next.iterator import ir as itir
+    from gt4py.next.iterator.ir_utils import ir_makers as im
+    from gt4py.next.type_system import type_specifications as ts
+
+    from icoforge.backend import gt4py_symbols as sym
+
+    collector = SymbolTableTrait.SymbolsCollector
+    dup = itir.Lambda(params=[im.sym("x")], expr=im.call(im.lambda_("y")("y"))(im.ref("x")))
+    dup.expr.args[0].annex.propagated_symbols = {"z": im.sym("z")}  # a SymRef propagating a symbol
+    hidden, own_type = im.sym("hidden"), ts.ScalarType(kind=ts.ScalarKind.FLOAT64)
+    object.__setattr__(own_type, "iter_children_values", lambda: iter([hidden]))
+    with_type = itir.Lambda(params=[im.sym("x")], expr=im.plus(itir.SymRef(id="x", type=own_type), 1))
+    bad = itir.Lambda(params=[im.sym("x")], expr=im.ref("x"))
+    bad.params.append(im.sym("x"))  # after construction (which collects, and would raise)
+    program = itir.Program(id="p", function_definitions=[], params=[im.sym("a")], declarations=[], body=[])
+
+    def outcomes():
+        out = []
+        for node in (dup, with_type, bad, program):
+            try:
+                out.append([(k, v) for k, v in collector.apply(node).items()])
+            except exceptions.EveValueError as e:
+                out.append(("error", str(e)))
+        return out
+
+    plain = outcomes()
+    with gt4py_speedups.patched():
+        fast = outcomes()
+    assert fast == plain
+    assert [k for k, _ in plain[0]] == ["x", "z"] and plain[1] == [("x", with_type.params[0]), ("hidden", hidden)]
+    assert plain[2] == ("error", "Multiple definitions of symbol 'x'") and len(plain[3]) > 50
+    dispatch = trees.iter_children_values.dispatch
+    kind = [sym._leaf_kind(c, dispatch, dispatch(str), dispatch(object)) for c in
+            (type(None), int, str, concepts.SymbolName, concepts.SourceLocation, ts.ScalarType, list, dict)]  # fmt: skip
+    assert kind == [sym._LEAF] * 5 + [sym._DICT_LEAF, sym._OTHER, sym._OTHER]
+
+
+@pytest.mark.slow  # ~4 min on 2 cores: GT4Py's unpatched early passes on every program
+@pytest.mark.skipif(not gt4py_speedups.applicable(), reason="patches checked for another GT4Py version")
+def test_early_gtir_and_symbol_tables_as_gt4pys_on_every_program(tiny_grid):
+    """All programs of the catalogue, with the stored references' static scalars (seed 0, as a
+    compile job binds them): the early passes inside `patched()` give GT4Py's own GTIR (`==` and
+    `str`) and, on every scope node of it, the symbol table (`annex.symtable`) GT4Py's own run
+    gives (names in order, bound to the nodes at the same pre-order positions)."""
+    from icoforge.backend import gt4py_early
+    from icoforge.perf.static import compilable_program_static
+    from icoforge.suite.catalogue import all_programs
+    from icoforge.suite.inputs import make_scalars
+    from icoforge.suite.runner import static_param_names
+    from icoforge.suite.specs import cast_scalar
+
+    def symtable(node):
+        return node.annex.symtable
+
+    differ, programs = [], all_programs()
+    for info in programs:
+        scalars = make_scalars(info, tiny_grid, seed=0)
+        static = {n: cast_scalar(scalars[n], info.param(n).dtype) for n in static_param_names(info, "icon4py")}
+        inp = compilable_program_static(info.program, tiny_grid.connectivities, static)
+        plain = gt4py_early.early_transforms(inp.data, inp.args.offset_provider)
+        with gt4py_speedups.patched():
+            fast = gt4py_early.early_transforms(inp.data, inp.args.offset_provider)
+        same_tables = _scope_tables(fast, symtable)[0] == _scope_tables(plain, symtable)[0]
+        if not (fast == plain and str(fast) == str(plain) and same_tables):
+            differ.append(info.name)
+    assert len(programs) == 78 and not differ
