@@ -4,7 +4,7 @@ The static scalars of the stored references (seed 0), as scripts/dev/dead_code_a
 
     ICOFORGE_CACHE=$(mktemp -d) PYTHONOPTIMIZE=1 PYTHONPATH=$PWD .venv/bin/python \
         benchmarks/early_passes_profile.py [--program NAME] [--grid R2B4] [--levels 80] \
-        [--repeat 3] [--profile 15]
+        [--repeat 3] [--profile 15] [--symbols]
 """
 
 from __future__ import annotations
@@ -30,11 +30,32 @@ def inputs(name: str, grid):
     return compilable_program_static(info.program, grid.connectivities, static)
 
 
-def early(inp, timer=None):
+def early(inp, timer=None, symbols: list[float] | None = None):
+    """The early passes as a compile job runs them; `symbols` gets the wall seconds spent in
+    symbol-table collection (`SymbolsCollector.apply`, fix 5) appended."""
+    from gt4py.eve.traits import SymbolTableTrait
+
     from icoforge.backend import gt4py_early, gt4py_speedups
 
+    collector = SymbolTableTrait.SymbolsCollector
     with gt4py_speedups.patched():
-        return gt4py_early.early_transforms(inp.data, inp.args.offset_provider, timer=timer)
+        if symbols is None:
+            return gt4py_early.early_transforms(inp.data, inp.args.offset_provider, timer=timer)
+        patched_apply, spent = collector.__dict__["apply"], [0.0]
+
+        def apply(cls, node):
+            t0 = time.perf_counter()
+            try:
+                return patched_apply.__func__(cls, node)
+            finally:
+                spent[0] += time.perf_counter() - t0
+
+        collector.apply = classmethod(apply)
+        try:
+            return gt4py_early.early_transforms(inp.data, inp.args.offset_provider, timer=timer)
+        finally:
+            collector.apply = patched_apply
+            symbols.append(spent[0])
 
 
 def main() -> None:
@@ -44,17 +65,19 @@ def main() -> None:
     ap.add_argument("--levels", type=int, default=80)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--profile", type=int, default=0, help="cProfile one more run, print the top N")
+    ap.add_argument("--symbols", action="store_true", help="also the wall s of symbol-table collection per run")
     opts = ap.parse_args()
     from icoforge.grids import load_grid
 
     grid = load_grid(opts.grid, levels=opts.levels, show_progress=False)
     inp = inputs(opts.program, grid)
     runs: list[dict[str, float]] = []
-    totals = []
+    totals: list[float] = []
+    symbols: list[float] | None = [] if opts.symbols else None
     for _ in range(opts.repeat):
         times: dict[str, float] = {}
         t0 = time.process_time()
-        early(inp, times.__setitem__)
+        early(inp, times.__setitem__, symbols)
         totals.append(time.process_time() - t0)
         runs.append(times)
     print(f"{opts.program} {opts.grid}/{opts.levels}: {opts.repeat} runs, CPU s, median (min-max)\n")
@@ -63,6 +86,8 @@ def main() -> None:
         vals = [r[name] for r in runs]
         print(f"| {name} | {statistics.median(vals):.3f} ({min(vals):.3f}-{max(vals):.3f}) |")
     print(f"| **total (with patched())** | **{statistics.median(totals):.2f}** ({min(totals):.2f}-{max(totals):.2f}) |")
+    if symbols:
+        print(f"| symbol tables (wall s, inside the passes) | {statistics.median(symbols):.3f} ({min(symbols):.3f}-{max(symbols):.3f}) |")
     if opts.profile:
         prof = cProfile.Profile()
         prof.enable()
