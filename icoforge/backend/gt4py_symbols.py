@@ -131,14 +131,8 @@ def symbol_table_patch() -> list[tuple[object, str, object]]:
             if (fields := entry[3]) is None:
                 visit_children(entry[6](n), state)  # its generic_visit
                 return
-            for name in fields:  # the same, Node.iter_children_values read one field at a time
-                child = getattr(n, name)
-                child_entry = facts_get(id(child.__class__)) or class_facts(child.__class__)
-                if kind := child_entry[1]:
-                    if kind == _NODE:
-                        visit_node(child, child_entry, state)
-                    elif kind == _OTHER or "iter_children_values" in child.__dict__:
-                        visit_other(child, child_entry, state)
+            # the same, Node.iter_children_values read one field at a time
+            visit_children([getattr(n, name) for name in fields], state)
 
     def visit_other(n, entry, state) -> None:  # ... of anything else: generic_visit
         if entry[5] is not None:
