@@ -24,7 +24,10 @@ QUICK = (
 FULL = (
     "block64x1", "block512x1", "block32x2", "block128x2", "block64x8", "kpt8", "unroll4", "hpt4", "maxreg64",
     "maxreg128", "minblocks4", "kpt2_unroll2", "kpt4_idx32", "smem_idx32", "smem_kpt2", "block32x8_kpt2",
+    "maxreg40", "maxreg48", "block32x2_maxreg48",
 )  # fmt: skip
+# maxreg40/48: REGIONAL's rho_theta main kernel runs at 56 registers, 53 % occupancy and 2.2 TB/s
+# (ncu, benchmarks/h200-2026-12-03-s23): caps below 64 let more warps hide its gathers' latency.
 HIP_ONLY = ("chiplet8",)
 
 _WORDS = (  # word -> knobs of the Schedule
