@@ -22,7 +22,7 @@
 #        INLINE_OFF_RUN (0; 1: the same as AB='inline-off={"inline": "off"}'),
 #        OURS (1; 0: no icoforge-cuda run, e.g. dace_gpu alone in a second call where the two do
 #            not fit one fresh call: R2B6/120; on a warm machine the first call's report in /tmp/work is merged),
-#        STEPS (20, as icon4py's benchmark), ALL_S (540), COMMIT (the commit measured),
+#        STEPS (20, as icon4py's benchmark), ALL_S (540), COMMIT (the commit measured; default "tree ID", ID from tree_id.sh),
 #        FLOORS_STEPS (1: ours records one more dycore step for the byte floors; 0: none).
 # Results: $OUT/summary.txt, $OUT/greenline.md, $OUT/granule-latest.json, $OUT/all.tgz.
 source scripts/device/setup.sh
@@ -82,7 +82,7 @@ nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=
   # the headline record from the optimized runs only
   latest=""; [ -f $W/gl-$TAG-opt.json ] && latest="$W/gl-$TAG-opt.json"
   for b in ${PEERS-dace_gpu}; do [ -f $W/gl-$TAG-$b.json ] && latest="$latest $W/gl-$TAG-$b.json"; done
-  python3 -m icoforge greenline-merge $latest --latest $OUT/granule-latest.json --commit "${COMMIT:-unknown}" > /dev/null
+  python3 -m icoforge greenline-merge $latest --latest $OUT/granule-latest.json --commit "${COMMIT:-tree ${ICF_TREE:-unknown}}" > /dev/null
   echo "== fingerprints: each peer vs icoforge-cuda ($TAG) =="
   for b in ${PEERS-dace_gpu}; do
     [ -f $W/ref-$b-$TAG.json ] && [ -f $W/ref-icoforge-$TAG.json ] && python3 -m icoforge.granule.golden compare $W/ref-$b-$TAG.json $W/ref-icoforge-$TAG.json

@@ -16,6 +16,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 
 export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
 export ICOFORGE_CACHE=/tmp/icfcache   # grids and builds; the machine starts bare each time
+export ICF_TREE=$(bash scripts/device/tree_id.sh)  # which sources this copy holds (tree_id.sh)
+echo "tree $ICF_TREE (bash scripts/device/tree_id.sh here prints the same for the same files)"
 mkdir -p "$ICOFORGE_CACHE"
 
 # Versions; warn where a carried package's requirement is not met by the image.
