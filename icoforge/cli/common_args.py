@@ -40,8 +40,8 @@ def static_values(p: argparse.ArgumentParser) -> None:
     """--static-value NAME=VALUE (repeatable): `run`, `profile` and `tune` on a granule variant."""
     p.add_argument(
         "--static-value", dest="static_values", action="append", default=[], metavar="NAME=VALUE",
-        help="replace a static scalar of the suite's inputs, e.g. with the values of a granule variant "
-        "(its compile log prints them: 'this variant's static arguments: ...'); repeatable",
+        help="compile a scalar of the suite's inputs as this static value, e.g. a granule variant's "
+        "(its compile log prints them: 'this variant's static arguments: ...'; floats too); repeatable",
     )  # fmt: skip
 
 

@@ -15,7 +15,7 @@ import hashlib
 import statistics
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -63,25 +63,31 @@ def allocator_for(backend_obj: Any) -> Any:
     return backend_obj  # a GT4Py Backend is an allocator factory for its device
 
 
-def static_param_names(info: ProgramInfo, static_params: str | Sequence[str]) -> tuple[str, ...]:
+def static_param_names(
+    info: ProgramInfo, static_params: str | Sequence[str], also: Iterable[str] = ()
+) -> tuple[str, ...]:
     """"icon4py": all int32 and bool scalars (what icon4py's setup_program binds at compile
-    time); "none": nothing; or an explicit list of names."""
+    time); "none": nothing; or an explicit list of names. `also`: more names made static (the
+    `--static-value`s: icon4py's SolveNonhydro also binds some float scalars, e.g. weights)."""
     if static_params == "icon4py":
-        return tuple(p.name for p in info.scalars if p.dtype in ("int32", "bool"))
-    if static_params == "none":
-        return ()
-    return tuple(static_params)
+        names = tuple(p.name for p in info.scalars if p.dtype in ("int32", "bool"))
+    elif static_params == "none":
+        names = ()
+    else:
+        names = tuple(static_params)
+    return names + tuple(n for n in also if n not in names)
 
 
 def static_overrides(info: ProgramInfo, texts: Mapping[str, str]) -> dict[str, Any]:
-    """`--static-value NAME=VALUE`s (NAME -> text) as values of the program's static scalars, e.g.
-    a granule variant's (its compile log prints them); an unknown name or a bad value is an error
-    that lists the program's static scalars."""
-    valid = static_param_names(info, "icon4py")
+    """`--static-value NAME=VALUE`s (NAME -> text) as values of the program's scalars, e.g. a
+    granule variant's (its compile log prints them); each named scalar is compiled as a static
+    value (static_param_names' `also`). An unknown name or a bad value is an error that lists the
+    program's scalars."""
+    valid = [p.name for p in info.scalars]
     unknown = sorted(set(texts) - set(valid))
     if unknown:
-        raise IcoforgeError(f"--static-value: {', '.join(unknown)} not a static scalar of {info.name}; "
-                            f"its static scalars: {', '.join(valid) or 'none'}")  # fmt: skip
+        raise IcoforgeError(f"--static-value: {', '.join(unknown)} not a scalar of {info.name}; "
+                            f"its scalars: {', '.join(valid) or 'none'}")  # fmt: skip
     try:
         return {n: parse_scalar(t, info.param(n).dtype) for n, t in texts.items()}
     except ValueError as e:
@@ -256,7 +262,8 @@ def run_program(
     sync = synchronizer(args)
 
     status(f"compiling {info.name} for {name}")
-    call, compile_s = prepare(info, backend, grid, args, static_params=static_params)
+    statics = static_param_names(info, static_params, static_values or {})
+    call, compile_s = prepare(info, backend, grid, args, static_params=statics)
 
     def restore_inouts() -> None:
         for param in info.inouts:

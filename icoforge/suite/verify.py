@@ -38,6 +38,7 @@ from icoforge.suite.runner import (
     prepare,
     resolve_backend,
     static_overrides,
+    static_param_names,
     synchronizer,
 )
 
@@ -245,6 +246,7 @@ def verify(
     host_args = {**poisoned_inputs(info, grid, seed), **static_overrides(info, static_values or {})}
     before = {name: to_numpy(v).copy() for name, v in host_args.items() if is_field(v)}
 
+    static_params = static_param_names(info, static_params, static_values or {})
     ref_fields = run_once(info, reference_backend, grid, host_args, static_params)
     test_fields = run_once(info, backend, grid, host_args, static_params)
 

@@ -354,7 +354,7 @@ def tune_suite_program(
     scalars, e.g. those of a granule variant (its log prints them where a tuned entry did not apply)."""
     from icoforge.perf.static import suite_program_ir
     from icoforge.suite import get_backend, get_program, make_inputs
-    from icoforge.suite.runner import static_overrides
+    from icoforge.suite.runner import static_overrides, static_param_names
     from icoforge.tune.space import candidates
 
     target = target_for_backend(backend)
@@ -363,7 +363,7 @@ def tune_suite_program(
     progress(f"inputs and kernel IR of {name}", 0, 1)
     allocator = None if target.emulated else get_backend(f"icoforge-{target.vendor}")
     args = {**make_inputs(info, grid, seed, allocator=allocator), **overrides}
-    pir = suite_program_ir(info, grid, args)
+    pir = suite_program_ir(info, grid, args, static_param_names(info, "icon4py", overrides))
     outputs = tuple(o for o in info.outputs if o in args)
     result = tune_program(
         pir, args, grid.connectivities, outputs, tuple(info.inouts), target,

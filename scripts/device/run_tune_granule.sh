@@ -12,7 +12,7 @@
 # Results: $OUT/tune-PROGRAM.json (icoforge tune --json) and .md, logs, all in $OUT/tune.tgz (a call
 # returns at most 8 files). Then, here: `python -m icoforge.tune.database $files --measured
 # benchmarks/h200-.../` and commit.
-# Knobs: CONFIG ("R2B6 80"), SPACE (full), JOBS (12), END_S (560: stop the tune running then).
+# Knobs: CONFIG ("R2B6 80"), SET (single: REGIONAL's single-kernel programs), SPACE (full), JOBS (12), END_S (560: stop the tune running then).
 
 source scripts/device/setup.sh
 source scripts/device/lib.sh
@@ -38,7 +38,18 @@ R2B6_120_TUNES="compute_rho_theta_pgrad_and_update_vn end_edge_halo=491520 end_e
 compute_horizontal_velocity_quantities_and_fluxes horizontal_end=491520 horizontal_start=0 nflatlev=27 vertical_end=121 vertical_start=0
 compute_advection_in_horizontal_momentum apply_extra_diffusion_on_vn=True end_index_of_damping_layer=119 horizontal_end=491520 horizontal_start=0 vertical_end=120 vertical_start=0
 compute_advection_in_corrector_vertical_momentum end_index_of_damping_layer=119 horizontal_end=327680 horizontal_start=0 vertical_end=120 vertical_start=0"
-case "$GRID $LEVELS" in
+# SET=single: the three single-kernel programs slower than dace_gpu per call on REGIONAL/80 in session 23
+# (averaged vn 1.03x, divergence damping 1.14x, interpolation/buoyancy 1.11x), in the variants the
+# granule's steps call (scripts/dev/granule_variants.py --grid REGIONAL --levels 80 --only-used-variants)
+# with their float static values too (icon4py binds the weights at compile time): checked with
+# scripts/dev/tune_fingerprints.py, they give the granule's fingerprints (divergence damping k0
+# a6c41de1b0cfe109, averaged vn k0 c077f33171f7c705 / 20f34905c35ff699, interpolation/buoyancy k0 baa9d77b1554d187)
+REGIONAL_SINGLE_TUNES="apply_divergence_damping_and_update_vn advection_explicit_weight_parameter=0.25 advection_implicit_weight_parameter=0.75 apply_2nd_order_divergence_damping=True apply_4th_order_divergence_damping=False dbl_eps=2.220446049250313e-16 divdamp_order=24 horizontal_end=67232 horizontal_start=6916 is_iau_active=False limited_area=True max_nudging_coefficient=0.375 mean_cell_area=389176284.9485715 vertical_end=80 vertical_start=0
+compute_averaged_vn_and_fluxes at_first_substep=False horizontal_end=67232 horizontal_start=3234 prepare_advection=True vertical_end=80 vertical_start=0
+compute_averaged_vn_and_fluxes at_first_substep=True horizontal_end=67232 horizontal_start=3234 prepare_advection=True vertical_end=80 vertical_start=0
+compute_interpolation_and_nonhydro_buoy horizontal_end=44640 horizontal_start=2152 rhotheta_explicit_weight_parameter=0.6 rhotheta_implicit_weight_parameter=0.4 vertical_end=80 vertical_start=1"
+case "$GRID $LEVELS${SET:+ $SET}" in
+  "REGIONAL 80 single") DEFAULT_TUNES=$REGIONAL_SINGLE_TUNES ;;
   "R2B6 120") DEFAULT_TUNES=$R2B6_120_TUNES ;;
   "R2B6 80") DEFAULT_TUNES=$R2B6_TUNES ;;
   "REGIONAL 80") DEFAULT_TUNES=$REGIONAL_TUNES ;;

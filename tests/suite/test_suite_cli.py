@@ -30,7 +30,7 @@ def test_list_filters_by_name(capsys):
         (["run", "compute_airmass", "--backend", "gtfn_cp"], "Did you mean 'gtfn_cpu'"),
         (["run", "compute_airmass", "--compare", "dace"], "unknown backend 'dace'"),
         (["run", "vertically_implicit_solver", "--levels", "5"], "vertically_implicit_solver_at_predictor_step"),
-        (["run", "compute_airmass", "--static-value", "nflatlev=3"], "its static scalars: horizontal_start"),
+        (["run", "compute_airmass", "--static-value", "nflatlev=3"], "its scalars: horizontal_start"),
         (["run", "compute_hydrostatic_correction_term", "--static-value", "vertical_end=ten"], "'ten' is not a int32"),
         (["run", "compute_hydrostatic_correction_term", "--static-value", "vertical_end", "--grid", "R2B3"], "NAME=VALUE"),
     ],

@@ -356,10 +356,30 @@ def test_a_static_value_replaces_the_suites_and_reaches_the_compiled_code(tiny_g
     from icoforge.suite.runner import static_overrides
 
     info = get_program("compute_hydrostatic_correction_term")
-    with pytest.raises(IcoforgeError, match="static scalars: .*vertical_end"):
+    with pytest.raises(IcoforgeError, match="not a scalar of .* its scalars: .*vertical_end"):
         static_overrides(info, {"nflatlev": "3"})
     start = tiny_grid.num_levels - 2  # the suite's: the last level alone
     assert static_overrides(info, {"vertical_start": str(start)}) == {"vertical_start": start}
     runs = [tune_suite_program(info.name, tiny_grid, "icoforge-emulated-cuda", "quick", repeat=1, static_values=values)
             for values in ({}, {"vertical_start": str(start)})]  # fmt: skip
     assert runs[0].fingerprints != runs[1].fingerprints  # a constant bound in the kernel: other code
+
+
+def test_a_float_static_value_is_compiled_in_as_the_granule_does(tiny_grid):
+    # icon4py's SolveNonhydro binds some float scalars at compile time too (interpolation/buoyancy's
+    # rho-theta weights): --static-value makes a named scalar static, so its variant can be tuned
+    from icoforge.backend import tuned
+    from icoforge.perf.static import suite_program_ir
+    from icoforge.suite import make_inputs
+    from icoforge.suite.runner import static_overrides, static_param_names
+
+    info = get_program("compute_interpolation_and_nonhydro_buoy")
+    values = {"rhotheta_explicit_weight_parameter": "0.6", "rhotheta_implicit_weight_parameter": "0.4"}
+    overrides = static_overrides(info, values)
+    assert overrides == {"rhotheta_explicit_weight_parameter": 0.6, "rhotheta_implicit_weight_parameter": 0.4}
+    names = static_param_names(info, "icon4py", overrides)
+    assert names[: -len(values)] == static_param_names(info, "icon4py") and set(values) <= set(names)
+    args = {**make_inputs(info, tiny_grid, 0), **overrides}
+    prints = [{k.name: tuned.kernel_fingerprint(k) for k in suite_program_ir(info, tiny_grid, args, s).kernels()}
+              for s in ("icon4py", names)]  # fmt: skip
+    assert prints[0].keys() == prints[1].keys() and prints[0] != prints[1]  # the weights are constants in the code
