@@ -77,6 +77,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", default=None, help="backend the profiled run uses (default icoforge-cuda, icoforge-hip for rocprof)")
     p.add_argument("--repeat", type=int, default=3, help="timed calls of the profiled run (default 3)")
     common_args.static_values(p)
+    common_args.schedule(p)
     p.add_argument("--out", default="icoforge-profile", help="output prefix / directory (default icoforge-profile)")
     p.add_argument("--run", action="store_true", help="run the profiler and print the parsed metrics beside the model")
     p.set_defaults(func=cmd_profile)
@@ -224,19 +225,24 @@ def _floors_table(floors, bw: float) -> Table:
 # --- profile --------------------------------------------------------------------------------------
 
 
-def _kernel_names(args: argparse.Namespace, grid, static_values: dict[str, str]) -> tuple[list[str], object]:
+def _kernel_names(args: argparse.Namespace, grid, static_values: dict[str, str], vendor: str) -> tuple[list[str], object]:
+    from icoforge.backend import pipeline
     from icoforge.perf.model import program_cost
     from icoforge.perf.sizes import suite_sizes
     from icoforge.perf.static import suite_program_ir
     from icoforge.suite import get_program
-    from icoforge.suite.runner import static_overrides
+    from icoforge.suite.backends import schedule_from_env
+    from icoforge.suite.runner import static_overrides, static_param_names
 
     # the kernels `icoforge run` compiles: int/bool scalars static (kernel names depend on it),
-    # with the --static-values it is given
+    # with the --static-values it is given, fused as its schedule says (fused kernels get other
+    # names: the predictor solver's k2to5 is not matched by k2 ... k5)
     info = get_program(args.program)
     sizes = suite_sizes(info, grid)
-    sizes = dataclasses.replace(sizes, scalars={**sizes.scalars, **static_overrides(info, static_values)})
-    pir = suite_program_ir(info, grid, sizes.scalars)
+    overrides = static_overrides(info, static_values)
+    sizes = dataclasses.replace(sizes, scalars={**sizes.scalars, **overrides})
+    pir = suite_program_ir(info, grid, sizes.scalars, static_param_names(info, "icon4py", overrides))
+    pir = pipeline.fuse(pir, schedule_from_env(vendor))
     return [k.name for k in pir.kernels()], program_cost(pir, sizes)
 
 
@@ -246,10 +252,14 @@ def cmd_profile(args: argparse.Namespace) -> int:
     backend = args.backend or ("icoforge-hip" if args.tool == "rocprof" else "icoforge-cuda")
     console = make_console(wide=args.wide)
     static_values = common_args.parse_static_values(args, [args.program])  # checked before the grid loads
+    if args.schedule:
+        from icoforge.suite.backends import use_schedule
+
+        use_schedule(args.schedule)  # also the profiled `icoforge run`'s ($ICOFORGE_SCHEDULE)
     grid = _load_grid(args)
     with StepProgress(make_console(stderr=True)) as step:  # stderr: stdout is the command line to copy
         step("GT4Py passes and lowering (for the kernel names)")
-        names, cost = _kernel_names(args, grid, static_values)
+        names, cost = _kernel_names(args, grid, static_values, "hip" if "hip" in backend else "cuda")
     target = profile.target_command(args.program, args.grid, args.levels, backend, args.repeat, static_values)
     cmds = profile.profile_commands(args.tool, names, target, args.out)
     if not args.run:

@@ -4,6 +4,8 @@ rocprofv3 `--kernel-trace` CSV)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from icoforge.cli.main import main
@@ -110,7 +112,20 @@ def test_cli_prints_ncu_command(tiny_grid, capsys):
     assert main([*argv, "--static-value", "vertical_start=8"]) == 0
     assert capsys.readouterr().out.rstrip().endswith("--repeat 3 --static-value vertical_start=8")
     assert main([*argv, "--static-value", "no_such=1"]) == 2
-    assert "its static scalars: " in capsys.readouterr().err
+    assert "its scalars: " in capsys.readouterr().err
+
+
+def test_cli_profiles_the_kernels_as_the_schedule_fuses_them(tiny_grid, capsys, monkeypatch):
+    # the CUDA default fuses the predictor solver (8 -> 4 kernels): ncu must be told those names,
+    # and with --schedule (here: no fusion) the names the profiled `icoforge run` then compiles
+    monkeypatch.setenv("ICOFORGE_SCHEDULE", "")  # --schedule sets it; restored after the test
+    argv = ["profile", "vertically_implicit_solver_at_predictor_step", "--tool", "ncu", "--grid", "R2B3", "--levels", "10"]
+    assert main(argv) == 0
+    fused = re.search(r"regex:\^\(([^)]*)\)", capsys.readouterr().out).group(1).split("|")
+    assert fused == [f"vert_impl_solv_pred_step_k{k}" for k in ("0to1", "2to5", "6", "7to9")]
+    assert main([*argv, "--schedule", '{"fuse": []}']) == 0
+    unfused = re.search(r"regex:\^\(([^)]*)\)", capsys.readouterr().out).group(1).split("|")
+    assert len(unfused) == 8 and "vert_impl_solv_pred_step_k6" in unfused and not any("to" in n for n in unfused)
 
 
 def test_parse_real_ncu_output():
