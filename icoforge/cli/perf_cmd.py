@@ -167,7 +167,8 @@ def _gpu_lock(args: argparse.Namespace, console: Console):
 
 
 def cmd_roofline_greenline(args: argparse.Namespace) -> int:
-    from icoforge.perf.greenline import measure_greenline, write_greenline_roofline
+    from icoforge.perf.greenline import measure_greenline
+    from icoforge.perf.greenline_files import write_greenline_roofline
 
     common_args.require_counts(args, "levels", "steps")
     console = make_console(wide=args.wide)

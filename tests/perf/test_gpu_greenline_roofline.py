@@ -10,7 +10,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(cupy_vendor() is None, reason=
 
 
 def test_greenline_kernels_timed_with_events(tiny_grid, tmp_path):
-    from icoforge.perf.greenline import measure_greenline, write_greenline_roofline
+    from icoforge.perf.greenline import measure_greenline
+    from icoforge.perf.greenline_files import write_greenline_roofline
     from icoforge.perf.step_points import parse_markdown_table
 
     r = measure_greenline("R2B3", 10, f"icoforge-{cupy_vendor()}", steps=2, peak_gflops=1e4, gpu_lock=str(tmp_path / "lock"))

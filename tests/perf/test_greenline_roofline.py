@@ -22,7 +22,8 @@ MARGIN_S = 0.02  # kernels alone vs the instrumented step on a loaded 2-core mac
 
 @pytest.fixture(scope="module")
 def run(tiny_grid, tmp_path_factory):
-    from icoforge.perf.greenline import measure_greenline, write_greenline_roofline
+    from icoforge.perf.greenline import measure_greenline
+    from icoforge.perf.greenline_files import write_greenline_roofline
 
     r = measure_greenline("R2B3", 10, "icoforge-cpu", steps=1, repeat=3)
     out = tmp_path_factory.mktemp("greenline-roofline") / "greenline R2B3.png"
@@ -97,7 +98,7 @@ def test_per_step_totals_are_consistent(run):
 
 @pytest.mark.slow
 def test_program_level_files(run, tmp_path):
-    from icoforge.perf.greenline import write_greenline_roofline
+    from icoforge.perf.greenline_files import write_greenline_roofline
 
     r, _ = run
     prog = dataclasses.replace(r, rows=r.program_rows, untimed=r.rows)  # what --cpu-timing program reports
