@@ -316,7 +316,7 @@ def test_tune_command_refuses_an_unknown_program_before_any_work(capsys):
 @pytest.mark.parametrize(
     "extra, message",
     [(["--min-gain", "1.5"], "--min-gain"), (["--repeat", "0"], "--repeat"),
-     (["--static-value", "no_such=1"], "its static scalars: "), (["--static-value", "vertical_end"], "NAME=VALUE"),
+     (["--static-value", "no_such=1"], "its scalars: "), (["--static-value", "vertical_end"], "NAME=VALUE"),
      (["--static-value", "vertical_end=ten"], "'ten' is not a int32")],
 )
 def test_tune_command_refuses_bad_options_in_one_line(extra, message, capsys):
