@@ -226,24 +226,24 @@ def _floors_table(floors, bw: float) -> Table:
 # --- profile --------------------------------------------------------------------------------------
 
 
-def _kernel_names(args: argparse.Namespace, grid, static_values: dict[str, str], vendor: str) -> tuple[list[str], object]:
+def _kernel_names(args: argparse.Namespace, grid, static_values: dict[str, str], backend: str) -> tuple[list[str], object]:
     from icoforge.backend import pipeline
     from icoforge.perf.model import program_cost
     from icoforge.perf.sizes import suite_sizes
     from icoforge.perf.static import suite_program_ir
     from icoforge.suite import get_program
-    from icoforge.suite.backends import schedule_from_env
-    from icoforge.suite.runner import static_overrides, static_param_names
+    from icoforge.suite.backends import schedule_from_env, schedule_vendor
+    from icoforge.suite.runner import static_variant
 
     # the kernels `icoforge run` compiles: int/bool scalars static (kernel names depend on it),
     # with the --static-values it is given, fused as its schedule says (fused kernels get other
     # names: the predictor solver's k2to5 is not matched by k2 ... k5)
     info = get_program(args.program)
     sizes = suite_sizes(info, grid)
-    overrides = static_overrides(info, static_values)
+    overrides, statics = static_variant(info, "icon4py", static_values)
     sizes = dataclasses.replace(sizes, scalars={**sizes.scalars, **overrides})
-    pir = suite_program_ir(info, grid, sizes.scalars, static_param_names(info, "icon4py", overrides))
-    pir = pipeline.fuse(pir, schedule_from_env(vendor))
+    pir = suite_program_ir(info, grid, sizes.scalars, statics)
+    pir = pipeline.fuse(pir, schedule_from_env(schedule_vendor(backend)))
     return [k.name for k in pir.kernels()], program_cost(pir, sizes)
 
 
@@ -260,7 +260,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     grid = _load_grid(args)
     with StepProgress(make_console(stderr=True)) as step:  # stderr: stdout is the command line to copy
         step("GT4Py passes and lowering (for the kernel names)")
-        names, cost = _kernel_names(args, grid, static_values, "hip" if "hip" in backend else "cuda")
+        names, cost = _kernel_names(args, grid, static_values, backend)
     target = profile.target_command(args.program, args.grid, args.levels, backend, args.repeat, static_values)
     cmds = profile.profile_commands(args.tool, names, target, args.out)
     if not args.run:

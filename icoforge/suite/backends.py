@@ -47,10 +47,15 @@ def _dace_gpu() -> Any:
     return dace.run_dace_gpu
 
 
+def schedule_vendor(backend: str) -> str:
+    """Whose schedules an icoforge backend (its name, or its target) compiles with: HIP's for the
+    HIP targets (hip-on-cuda too), else CUDA's (the C++ target takes only their inline policy)."""
+    return "hip" if "hip" in backend else "cuda"
+
+
 def _icoforge(target: str) -> Callable[[], Any]:
     def make() -> Any:
-        # the C++ target takes only the schedule's inline policy; hip-on-cuda takes HIP's schedules
-        vendor = "cuda" if target == "cpu" else target.removeprefix("emulated-").removesuffix("-on-cuda")
+        vendor = schedule_vendor(target)
         # None without --schedule: the backend's default then carries the tuned schedules measured
         # on this device (backend/tuned.py); a vendor default given here would have none.
         return make_backend(target, schedule=schedule_from_env(vendor) if settings.current().schedule else None)

@@ -94,6 +94,15 @@ def static_overrides(info: ProgramInfo, texts: Mapping[str, str]) -> dict[str, A
         raise IcoforgeError(f"--static-value: {e}") from None
 
 
+def static_variant(
+    info: ProgramInfo, static_params: str | Sequence[str], texts: Mapping[str, str]
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """`--static-value`s (NAME -> text) as (their values, the scalars compiled static with them):
+    one call for both, since a value given for a float scalar is static only if it is named."""
+    overrides = static_overrides(info, texts)
+    return overrides, static_param_names(info, static_params, overrides)
+
+
 def synchronizer(args: dict[str, Any]) -> Callable[[], None]:
     """A function that waits for the device of the fields in args (no-op on the CPU)."""
     if any(type(v.ndarray).__module__.startswith("cupy") for v in args.values() if is_field(v)):
@@ -247,7 +256,7 @@ def run_program(
     on_status: StatusCallback | None = None,
 ) -> RunResult:
     """Compile `info.program` on `backend`, then time it on random inputs (seed) on `grid`;
-    `static_values` (NAME -> text) replace static scalars of the inputs (`static_overrides`).
+    `static_values` (NAME -> text) replace static scalars of the inputs (`static_variant`).
 
     Fields the program both reads and writes (`info.inouts`) are restored before every call, so
     each timed call sees the same inputs; restoring is not timed.
@@ -257,12 +266,12 @@ def run_program(
     allocator = allocator_for(backend_obj)
 
     status(f"building inputs for {info.name}")
-    args = {**make_inputs(info, grid, seed, allocator=allocator), **static_overrides(info, static_values or {})}
+    overrides, statics = static_variant(info, static_params, static_values or {})
+    args = {**make_inputs(info, grid, seed, allocator=allocator), **overrides}
     pristine = copy_args(args)
     sync = synchronizer(args)
 
     status(f"compiling {info.name} for {name}")
-    statics = static_param_names(info, static_params, static_values or {})
     call, compile_s = prepare(info, backend, grid, args, static_params=statics)
 
     def restore_inouts() -> None:

@@ -37,8 +37,7 @@ from icoforge.suite.runner import (
     grid_fields,
     prepare,
     resolve_backend,
-    static_overrides,
-    static_param_names,
+    static_variant,
     synchronizer,
 )
 
@@ -238,15 +237,15 @@ def verify(
 ) -> VerifyResult:
     """Run `info.program` on `backend` and on `reference_backend` with the same random inputs
     (poisoned outputs) and compare all outputs completely; see the module docstring.
-    `static_values` (NAME -> text) replace static scalars of the inputs (runner.static_overrides).
+    `static_values` (NAME -> text) replace static scalars of the inputs (runner.static_variant).
 
     Backends: names ("gtfn_cpu", "icoforge-cuda", ...), GT4Py Backend objects, None (embedded)
     or a CustomBackend. atol=None: ATOL_SCALE times each output's largest reference value.
     """
-    host_args = {**poisoned_inputs(info, grid, seed), **static_overrides(info, static_values or {})}
+    overrides, static_params = static_variant(info, static_params, static_values or {})
+    host_args = {**poisoned_inputs(info, grid, seed), **overrides}
     before = {name: to_numpy(v).copy() for name, v in host_args.items() if is_field(v)}
 
-    static_params = static_param_names(info, static_params, static_values or {})
     ref_fields = run_once(info, reference_backend, grid, host_args, static_params)
     test_fields = run_once(info, backend, grid, host_args, static_params)
 

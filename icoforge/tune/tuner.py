@@ -354,16 +354,16 @@ def tune_suite_program(
     scalars, e.g. those of a granule variant (its log prints them where a tuned entry did not apply)."""
     from icoforge.perf.static import suite_program_ir
     from icoforge.suite import get_backend, get_program, make_inputs
-    from icoforge.suite.runner import static_overrides, static_param_names
+    from icoforge.suite.runner import static_variant
     from icoforge.tune.space import candidates
 
     target = target_for_backend(backend)
     info = get_program(name)
-    overrides = static_overrides(info, static_values or {})
+    overrides, statics = static_variant(info, "icon4py", static_values or {})
     progress(f"inputs and kernel IR of {name}", 0, 1)
     allocator = None if target.emulated else get_backend(f"icoforge-{target.vendor}")
     args = {**make_inputs(info, grid, seed, allocator=allocator), **overrides}
-    pir = suite_program_ir(info, grid, args, static_param_names(info, "icon4py", overrides))
+    pir = suite_program_ir(info, grid, args, statics)
     outputs = tuple(o for o in info.outputs if o in args)
     result = tune_program(
         pir, args, grid.connectivities, outputs, tuple(info.inouts), target,

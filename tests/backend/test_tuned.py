@@ -191,7 +191,7 @@ def test_the_shipped_fingerprints_match_todays_code_at_the_levels_they_were_tune
     from icoforge.grids import load_grid
     from icoforge.perf.static import suite_program_ir
     from icoforge.suite import get_program, make_inputs
-    from icoforge.suite.runner import static_overrides, static_param_names
+    from icoforge.suite.runner import static_variant
 
     entries = tuned.load()
     tuned_on = {e: e.measured.split(": ")[1].split(",")[0] for e in entries}  # "R2B6/80"
@@ -204,9 +204,9 @@ def test_the_shipped_fingerprints_match_todays_code_at_the_levels_they_were_tune
         mine = [e for e in entries if tuned_on[e] == where]
         for program, statics in sorted({(e.program, e.static_values) for e in mine}):
             info = get_program(program)
-            overrides = static_overrides(info, dict(statics))  # the variant tuned, compiled as the tuner does
+            overrides, names = static_variant(info, "icon4py", dict(statics))  # the variant tuned, as the tuner compiles it
             args = {**make_inputs(info, grid, 0), **overrides}
-            pir = suite_program_ir(info, grid, args, static_param_names(info, "icon4py", overrides))
+            pir = suite_program_ir(info, grid, args, names)
             prints = {k.name: tuned.kernel_fingerprint(k) for k in pir.kernels()}
             stale += [(where, e.kernel) for e in mine if (e.program, e.static_values) == (program, statics)
                       and prints.get(e.kernel) != e.fingerprint]  # fmt: skip
