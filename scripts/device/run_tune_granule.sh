@@ -9,10 +9,13 @@
 # an entry tuned on the suite's inputs does not apply there (session 16: three of nine). The values
 # below are the granule's on R2B6/80 (benchmarks/granule-variants.md, scripts/dev/granule_variants.py;
 # a GPU run's log prints them too). Each line of TUNES: PROGRAM [NAME=VALUE ...].
-# Results: $OUT/tune-PROGRAM.json (icoforge tune --json) and .md, logs, all in $OUT/tune.tgz (a call
-# returns at most 8 files). Then, here: `python -m icoforge.tune.database $files --measured
+# Results: $OUT/tune-NN-PROGRAM.json (icoforge tune --json; NN the line of TUNES, as a program can be
+# tuned in two variants) and .md, logs, all in $OUT/tune.tgz (a call returns at most 8 files). Then, here: `python -m icoforge.tune.database $files --measured
 # benchmarks/h200-.../` and commit.
-# Knobs: CONFIG ("R2B6 80"), SET (single: REGIONAL's single-kernel programs), SPACE (full), JOBS (12), END_S (560: stop the tune running then).
+# Knobs: CONFIG ("R2B6 80"), SET (single: REGIONAL's single-kernel programs), SPACE (full), JOBS (12), END_S (560: stop the tune running then),
+#        APPLY (a benchmarks/ path: add the results to this copy's database at once, recorded as measured
+#        there, and return it as $OUT/tuned_schedules.json, so that a greenline later in the same call
+#        runs with them; here the same command on the returned JSONs gives the same database).
 
 source scripts/device/setup.sh
 source scripts/device/lib.sh
@@ -47,7 +50,8 @@ compute_advection_in_corrector_vertical_momentum end_index_of_damping_layer=119 
 REGIONAL_SINGLE_TUNES="apply_divergence_damping_and_update_vn advection_explicit_weight_parameter=0.25 advection_implicit_weight_parameter=0.75 apply_2nd_order_divergence_damping=True apply_4th_order_divergence_damping=False dbl_eps=2.220446049250313e-16 divdamp_order=24 horizontal_end=67232 horizontal_start=6916 is_iau_active=False limited_area=True max_nudging_coefficient=0.375 mean_cell_area=389176284.9485715 vertical_end=80 vertical_start=0
 compute_averaged_vn_and_fluxes at_first_substep=False horizontal_end=67232 horizontal_start=3234 prepare_advection=True vertical_end=80 vertical_start=0
 compute_averaged_vn_and_fluxes at_first_substep=True horizontal_end=67232 horizontal_start=3234 prepare_advection=True vertical_end=80 vertical_start=0
-compute_interpolation_and_nonhydro_buoy horizontal_end=44640 horizontal_start=2152 rhotheta_explicit_weight_parameter=0.6 rhotheta_implicit_weight_parameter=0.4 vertical_end=80 vertical_start=1"
+compute_interpolation_and_nonhydro_buoy horizontal_end=44640 horizontal_start=2152 rhotheta_explicit_weight_parameter=0.6 rhotheta_implicit_weight_parameter=0.4 vertical_end=80 vertical_start=1
+$(head -1 <<< "$REGIONAL_TUNES")"  # and rho_theta again: the full space has register caps below 64 since session 23
 case "$GRID $LEVELS${SET:+ $SET}" in
   "REGIONAL 80 single") DEFAULT_TUNES=$REGIONAL_SINGLE_TUNES ;;
   "R2B6 120") DEFAULT_TUNES=$R2B6_120_TUNES ;;
@@ -60,14 +64,18 @@ TUNES=${TUNES:-$DEFAULT_TUNES}
 W=/tmp/tune-granule; mkdir -p $W
 deadline ${END_S:-560} "icoforge tune" & KILLER=$!
 
+n=0
 while read -r program values; do
   [ -z "$program" ] && continue
+  n=$((n + 1)); f=$W/tune-$(printf %02d $n)-$program
   flags=""; for v in $values; do flags="$flags --static-value $v"; done
   stamp "tune $program ($GRID/$LEVELS${values:+, $values})"
   python3 -m icoforge tune $program --grid $GRID --levels $LEVELS --backend icoforge-cuda \
-    --space ${SPACE:-full} --jobs ${JOBS:-12} $flags --json $W/tune-$program.json \
-    --markdown $W/tune-$program.md > $W/tune-$program.log 2>&1
-  stamp "done (rc $?): $(grep -E 'whole call' $W/tune-$program.log | tail -1 | cut -c1-160)"
+    --space ${SPACE:-full} --jobs ${JOBS:-12} $flags --json $f.json --markdown $f.md > $f.log 2>&1
+  stamp "done (rc $?): $(grep -E 'whole call' $f.log | tail -1 | cut -c1-160)"
   tar czf $OUT/tune.tgz -C $W .   # what is done survives a cut-off call
 done <<< "$TUNES"
 stop_bg $KILLER
+if [ -n "${APPLY:-}" ]; then
+  python3 -m icoforge.tune.database $W/tune-*.json --measured "$APPLY" && cp icoforge/backend/tuned_schedules.json $OUT/
+fi
