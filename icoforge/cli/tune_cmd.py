@@ -1,5 +1,8 @@
-"""`icoforge tune PROGRAM`: the autotuner (icoforge.tune) -- a verified schedule per kernel, timed
-on the GPU, written as a schedule file for `--schedule` / $ICOFORGE_SCHEDULE."""
+"""Run every candidate schedule of the search space on all kernels of PROGRAM, check each one's outputs
+against the vendor default's (bit for bit), time each kernel, and give every kernel the candidate that
+timed fastest for it (if it beats the default by --min-gain). The picks together are verified and timed
+once more. --out writes them as a schedule file (merged into an existing one) for `--schedule FILE`.
+"""  # `icoforge tune PROGRAM` (the autotuner, icoforge.tune); this text is also its --help
 
 from __future__ import annotations
 
@@ -19,16 +22,8 @@ BACKENDS = ("icoforge-cuda", "icoforge-hip", "icoforge-emulated-cuda", "icoforge
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "tune",
-        help="autotune a program's kernel schedules on the GPU (verified against the default; writes a schedule file)",
-        description=(
-            "Run every candidate schedule of the search space on all kernels of PROGRAM, check each one's outputs "
-            "against the vendor default's (bit for bit), time each kernel, and give every kernel the candidate that "
-            "timed fastest for it (if it beats the default by --min-gain). The picks together are verified and timed "
-            "once more. --out writes them as a schedule file (merged into an existing one) for `--schedule FILE`."
-        ),
-    )
+    summary = "autotune a program's kernel schedules on the GPU (verified against the default; writes a schedule file)"
+    p = subparsers.add_parser("tune", help=summary, description=__doc__)
     p.add_argument("programs", nargs="+", metavar="PROGRAM",
                    help="program name(s) (see `icoforge list`); several are tuned one after the other into one --out file")  # fmt: skip
     common_args.grid(p, "R2B4", 80)
