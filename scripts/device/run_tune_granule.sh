@@ -12,7 +12,8 @@
 # Results: $OUT/tune-NN-PROGRAM.json (icoforge tune --json; NN the line of TUNES, as a program can be
 # tuned in two variants) and .md, logs, all in $OUT/tune.tgz (a call returns at most 8 files). Then, here: `python -m icoforge.tune.database $files --measured
 # benchmarks/h200-.../` and commit.
-# Knobs: CONFIG ("R2B6 80"), SET (single: REGIONAL's single-kernel programs), SPACE (full), JOBS (12), END_S (560: stop the tune running then),
+# Knobs: CONFIG ("R2B6 80"), SET (single: REGIONAL's single-kernel programs), ONLY (a grep -E pattern: only
+#        the lines of TUNES it matches, e.g. ONLY=rho_theta), SPACE (full), JOBS (12), END_S (560: stop the tune running then),
 #        APPLY (a benchmarks/ path: add the results to this copy's database at once, recorded as measured
 #        there, and return it as $OUT/tuned_schedules.json, so that a greenline later in the same call
 #        runs with them; here the same command on the returned JSONs gives the same database).
@@ -60,6 +61,7 @@ case "$GRID $LEVELS${SET:+ $SET}" in
   *) DEFAULT_TUNES="" ;;
 esac
 TUNES=${TUNES:-$DEFAULT_TUNES}
+[ -n "${ONLY:-}" ] && TUNES=$(grep -E "$ONLY" <<< "$TUNES")
 [ -n "$TUNES" ] || { echo "run_tune_granule.sh: no granule values for $GRID/$LEVELS; give TUNES" >&2; exit 2; }
 W=/tmp/tune-granule; mkdir -p $W
 deadline ${END_S:-560} "icoforge tune" & KILLER=$!
