@@ -68,6 +68,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "fused across programs (backend/substep.py); the per-program table still times them one by one",
     )  # fmt: skip
     p.add_argument(
+        "--graph-replay", action="store_true",
+        help="GPU backends, after the timing: each substep variant also captured as one CUDA graph and replayed "
+        "(checked bit for bit against a normal call): what the host's part of a substep costs",
+    )  # fmt: skip
+    p.add_argument(
         "--save-reference", metavar="PATH",
         help="record --backend's results of the verification substeps (a compact fingerprint, JSON)",
     )  # fmt: skip

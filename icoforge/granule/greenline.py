@@ -29,11 +29,12 @@ from icoforge import settings
 from icoforge.errors import IcoforgeError
 from icoforge.granule import golden
 from icoforge.granule import verify as verify_mod
-from icoforge.granule.backends import check_name
+from icoforge.granule.backends import check_name, is_gpu
 from icoforge.granule.fields import build_static_fields, static_fields_key
 from icoforge.granule.gpulock import GpuLock
 from icoforge.granule.runner import SUBSTEP_MIX, VARIANTS, BackendResult, Granule, Progress, dtime_for, substep_fusion_backends
 from icoforge.granule.state import initial_state
+from icoforge.suite.backends import GPU_BACKENDS
 
 DEFAULT_FACTORY_BACKEND = "icoforge-cpu+roundtrip-passes"
 # (granule, dycore steps) -> {"floors_ms", "floors_bytes", "floors_bandwidth_GBps"}: perf's, passed down
@@ -66,6 +67,7 @@ class GreenlineOptions(GranuleOptions):
     gpu_lock: str | None = None  # hold an exclusive flock on this file while measuring (see gpulock.py)
     substep_fusion: bool = False  # icoforge GPU backends: each substep's calls as one program (backend/substep.py)
     floors_steps: int = 0  # icoforge backends: dycore steps recorded for the three byte floors (0: none)
+    graph_replay: bool = False  # GPU backends: each substep also replayed as one CUDA graph (graph_replay.py)
 
 
 @dataclasses.dataclass
@@ -189,6 +191,8 @@ def run_greenline(
         raise IcoforgeError("no backend given")
     for name in (*opts.backends, opts.factory_backend):
         check_name(name)  # a typo fails now, not after minutes of compiling
+    if opts.graph_replay and (cpu := [b for b in opts.backends if not is_gpu(b)]):
+        raise IcoforgeError(f"--graph-replay captures CUDA graphs: {', '.join(cpu)} is not a GPU backend (GPU backends: {', '.join(sorted(GPU_BACKENDS))})")
     lock = None
     if opts.gpu_lock:
         lock = GpuLock(opts.gpu_lock, log)
@@ -319,6 +323,11 @@ def measure(
             g.time_variants(opts.steps, opts.warmup, progress)
             g.time_chained_steps(opts.steps, progress)
             g.measure_busy(opts.steps, progress)  # GPU backends: the idle fraction per substep
+            if opts.graph_replay:
+                g.time_graph_replay(opts.steps, progress)
+                for variant, r in g.result.graph_replay.items():
+                    if "replay_ms" not in r:  # the reason is the finding: which operation, or that the result differs
+                        log(f"{g.name}, {variant} substep replayed: {r.get('capture_error', 'not bit-identical with a normal call')}")
             if opts.profile_steps:
                 g.profile(opts.profile_steps, progress)
         # only icoforge's programs carry kernel IR: a peer's floors would all be 0

@@ -161,13 +161,44 @@ def steps_table(data: Data) -> TableSpec:
         if len(bs) > 1:
             row.append(" ".join("-" if None in (chained[0], c) else f"{chained[0] / c:.2f}x" for c in chained[1:]))
         rows.append(row)
+    caption = (
+        f"dycore step = {len(mix)} substeps ({' + '.join(mix)}), from the medians (a device sync around each"
+        " substep); one sync: the median of whole steps, the substeps back to back as a model runs them"
+    )
+    if any(b.get("graph_replay") for b in bs):
+        rows.append(_replay_row(bs))
+        caption += (
+            "; replayed: each substep captured as one CUDA graph and replayed (medians), shown only where a replay"
+            " equals a normal call bit for bit"
+        )
     return TableSpec(
         title=f"step time (ms): {opts['steps']} timed steps per variant after {opts['warmup']} warm-up",
         columns=columns,
         rows=rows,
-        caption=f"dycore step = {len(mix)} substeps ({' + '.join(mix)}), from the medians (a device sync around each"
-        " substep); one sync: the median of whole steps, the substeps back to back as a model runs them",
+        caption=caption,
     )
+
+
+def _replay_row(bs: list[Data]) -> list[str]:
+    """'dycore step, replayed': each backend's step from substeps replayed as CUDA graphs, or why not."""
+
+    def cell(b: Data) -> str:
+        replay = b.get("graph_replay") or {}
+        if not replay:
+            return "-"
+        if b.get("replayed_step_ms") is not None:
+            return f"{b['replayed_step_ms']:.3f}"
+        failed = {v: r for v, r in replay.items() if "replay_ms" not in r}
+        why = ["capture failed" if "capture_error" in r else "not bit-identical" for r in failed.values()]
+        return f"{', '.join(sorted(set(why)))} ({', '.join(failed)})"
+
+    row = ["dycore step, replayed"]
+    for b in bs:
+        row += [cell(b), ""]
+    if len(bs) > 1:
+        steps = [b.get("replayed_step_ms") for b in bs]
+        row.append(" ".join("-" if None in (steps[0], c) else f"{steps[0] / c:.2f}x" for c in steps[1:]))
+    return row
 
 
 def _ms(value: float | None) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 from icoforge import settings
 from icoforge.backend import compile_pool, gt4py_compat
 from icoforge.errors import IcoforgeError
-from icoforge.granule import instrument
+from icoforge.granule import graph_replay, instrument
 from icoforge.granule.backends import is_gpu, resolve_backend
 from icoforge.granule.fields import StaticFields
 from icoforge.granule.solver import SECOND_ORDER_DIVDAMP_FACTOR, GranuleGrid, build_solver, grid_for_backend
@@ -110,6 +110,8 @@ class BackendResult:
     # calls them: host work of one substep may overlap the kernels of the one before
     chained_step_ms: list[float] = dataclasses.field(default_factory=list)
     floors: dict[str, Any] | None = None  # --floors-steps: the byte floors of this backend's kernels
+    # --graph-replay: variant -> graph_replay.replay_variant's result (each substep as one CUDA graph)
+    graph_replay: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def median_ms(self, variant: str) -> float:
         return statistics.median(self.step_ms[variant])
@@ -154,6 +156,8 @@ class BackendResult:
             "chained_step_ms": statistics.median(self.chained_step_ms) if self.chained_step_ms else None,
             "chained_step_samples_ms": self.chained_step_ms,
             "floors": self.floors,
+            "graph_replay": self.graph_replay or None,
+            "replayed_step_ms": graph_replay.replayed_step_ms(self.graph_replay, SUBSTEP_MIX) if self.graph_replay else None,
         }
 
 
@@ -375,6 +379,14 @@ class Granule:
             self.sync()
             self.result.chained_step_ms.append((time.perf_counter() - t0) * 1e3)
         progress(f"{self.name}: dycore steps, one sync each", steps, steps)
+
+    def time_graph_replay(self, steps: int, progress: Progress = _no_progress) -> None:
+        """GPU backends: each substep variant captured as one CUDA graph, checked bit for bit against
+        a normal call and replayed `steps` times (granule/graph_replay.py)."""
+        for i, variant in enumerate(VARIANTS):
+            progress(f"{self.name}: substeps replayed as CUDA graphs", i, len(VARIANTS))
+            self.result.graph_replay[variant] = graph_replay.replay_variant(self, variant, steps)
+        progress(f"{self.name}: substeps replayed as CUDA graphs", len(VARIANTS), len(VARIANTS))
 
     def timed_dycore_steps(self, n: int, on_step: Callable[[int], None] | None = None) -> float:
         """Run `n` dycore steps of SUBSTEP_MIX; seconds spent in the substeps, each substep between

@@ -5,12 +5,8 @@ median wall time (20 calls each, between device synchronisations), the replay's 
 a normal call from the same fresh state, and, if the capture fails, the error (which operation of
 the substep cannot be captured).
 
-Why a replay is the same substep: stream capture records every operation the substep enqueues on
-the capturing stream (icoforge launches on CuPy's current stream; CuPy's reductions in icon4py's
-velocity advection too) with the pointers of this call's arguments; replaying it on the same
-state pair is what icon4py's benchmark loop does (the same variant again and again on the same
-states). What a substep allocates while captured comes from a private CuPy pool that lives as long
-as the graph, so no other allocation can reuse those blocks between replays.
+Why a replay is the same substep, and when it is not counted: icoforge/granule/graph_replay.py
+(`icoforge greenline --graph-replay` does the same inside the greenline, beside its other tables).
 
     source scripts/device/setup.sh && python3 scripts/device/graph_replay.py --grid REGIONAL --levels 80
 """
@@ -19,27 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
-
-import numpy as np
-
-
-def median_ms(call, sync, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        sync()
-        t0 = time.perf_counter()
-        call()
-        sync()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
-def identical(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
-    """Bit-identical and free of NaN (NaN never passes)."""
-    return all(not np.isnan(a[k]).any() and np.array_equal(a[k], b[k]) for k in a)
 
 
 def main() -> int:
@@ -51,11 +28,10 @@ def main() -> int:
     ap.add_argument("--json")
     args = ap.parse_args()
 
-    import cupy as cp
-
     from icoforge.granule.fields import build_static_fields
+    from icoforge.granule.graph_replay import median_ms, replay_variant
     from icoforge.granule.runner import VARIANTS, Granule
-    from icoforge.granule.state import initial_state, prognostic_to_numpy
+    from icoforge.granule.state import initial_state
     from icoforge.grids import load_grid
 
     grid = load_grid(args.grid, levels=args.levels, show_progress=False)
@@ -64,30 +40,11 @@ def main() -> int:
     t0 = time.perf_counter()
     g.setup()
     print(f"{args.backend} on {args.grid}/{args.levels}: setup {time.perf_counter() - t0:.1f} s, python optimized: {bool(sys.flags.optimize)}", flush=True)
-    sync = cp.cuda.runtime.deviceSynchronize
     rows = []
     for variant in VARIANTS:
-        row: dict = {"variant": variant, "normal_ms": median_ms(lambda: g.step(variant), sync, args.repeat)}
-        fresh = g.fresh_states()
-        g.step(variant, fresh)
-        sync()
-        reference = prognostic_to_numpy(fresh[0].next)
-        states = g.fresh_states()
-        stream = cp.cuda.Stream(non_blocking=True)
-        pool = cp.cuda.MemoryPool()  # lives with the graph: blocks the capture allocated stay its own
-        try:
-            with cp.cuda.using_allocator(pool.malloc), stream:
-                stream.begin_capture()
-                try:
-                    g.step(variant, states)
-                finally:
-                    graph = stream.end_capture()
-            graph.launch(stream)
-            stream.synchronize()
-            row["bit_identical"] = identical(prognostic_to_numpy(states[0].next), reference)
-            row["replay_ms"] = median_ms(lambda: graph.launch(stream), stream.synchronize, args.repeat)
-        except Exception as e:  # which operation of the substep cannot be captured is the finding
-            row["capture_error"] = f"{type(e).__name__}: {e}"[:400]
+        g.step(variant)  # as the greenline's timing after its warm-up
+        row: dict = {"variant": variant, "normal_ms": median_ms(lambda: g.step(variant), g.sync, args.repeat)}
+        row |= replay_variant(g, variant, args.repeat)
         rows.append(row)
         print(json.dumps(row), flush=True)
     print(f"{'variant':8} {'normal ms':>10} {'replay ms':>10} {'saved':>7}  bit-identical")
@@ -96,7 +53,7 @@ def main() -> int:
             saved = 1 - r["replay_ms"] / r["normal_ms"]
             print(f"{r['variant']:8} {r['normal_ms']:10.3f} {r['replay_ms']:10.3f} {100 * saved:6.1f} %  {r['bit_identical']}")
         else:
-            print(f"{r['variant']:8} {r['normal_ms']:10.3f} {'-':>10} {'-':>7}  capture failed: {r['capture_error']}")
+            print(f"{r['variant']:8} {r['normal_ms']:10.3f} {'-':>10} {'-':>7}  {r.get('capture_error', 'not bit-identical: no time')}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"grid": args.grid, "levels": args.levels, "backend": args.backend,

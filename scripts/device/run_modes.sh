@@ -23,7 +23,9 @@
 #        OURS (1; 0: no icoforge-cuda run, e.g. dace_gpu alone in a second call where the two do
 #            not fit one fresh call: R2B6/120; on a warm machine the first call's report in /tmp/work is merged),
 #        STEPS (20, as icon4py's benchmark), ALL_S (540), COMMIT (the commit measured; default "tree ID", ID from tree_id.sh),
-#        FLOORS_STEPS (1: ours records one more dycore step for the byte floors; 0: none).
+#        FLOORS_STEPS (1: ours records one more dycore step for the byte floors; 0: none),
+#        GL_ARGS (more greenline arguments of every run, e.g. GL_ARGS=--graph-replay: each backend's
+#            substeps also replayed as CUDA graphs, a "dycore step, replayed" row in the step table).
 # Results: $OUT/summary.txt, $OUT/greenline.md, $OUT/granule-latest.json, $OUT/all.tgz.
 source scripts/device/setup.sh
 source scripts/device/lib.sh
@@ -36,7 +38,7 @@ SNAP=$!
 LOCK=/tmp/gpu.lock; : > $LOCK
 read -r GRID LEVELS <<< "${CONFIG:-REGIONAL 80}"
 TAG=$GRID-$LEVELS
-GL="python3 -m icoforge greenline --grid $GRID --levels $LEVELS --steps ${STEPS:-20} --warmup 2 --profile-steps 2 --only-used-variants --gpu-lock $LOCK"
+GL="python3 -m icoforge greenline --grid $GRID --levels $LEVELS --steps ${STEPS:-20} --warmup 2 --profile-steps 2 --only-used-variants --gpu-lock $LOCK ${GL_ARGS:-}"
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv > $W/clocks-start.csv
 
 # the static fields first, shared by every process (a fresh machine: ~170 s on R2B6/80; session 18's

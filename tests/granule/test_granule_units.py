@@ -304,6 +304,37 @@ def test_report_tables_and_json():
     assert set(data["backends"][1]["variants"]) == set(VARIANTS)
 
 
+def test_report_shows_the_replayed_step_only_where_every_replay_is_bit_identical():
+    from rich.console import Console
+
+    rep = _fake_report()
+    first, second = rep.results
+    first.graph_replay = {v: {"bit_identical": True, "replay_ms": 9.0} for v in VARIANTS}
+    second.graph_replay = {v: {"bit_identical": True, "replay_ms": 1.0} for v in VARIANTS}
+    second.graph_replay["middle"] = {"bit_identical": False}
+    second.graph_replay["last"] = {"capture_error": "CUDARuntimeError: operation not permitted when stream is capturing"}
+    console = Console(width=250, record=True)
+    print_report(rep, console)
+    (row,) = [line for line in console.export_text().splitlines() if "dycore step, replayed" in line]
+    assert "45.000" in row, row  # 5 substeps x 9.0 ms (first + 3 x middle + last)
+    assert "capture failed, not bit-identical (middle, last)" in row, row
+    data = json.loads(json.dumps(rep.to_json()))
+    assert data["backends"][0]["replayed_step_ms"] == pytest.approx(45.0)
+    assert data["backends"][1]["replayed_step_ms"] is None  # a replay that differs is never timed as one
+    assert data["backends"][1]["graph_replay"]["last"]["capture_error"].startswith("CUDARuntimeError")
+
+
+def test_a_replay_with_nan_or_one_different_bit_is_not_identical():
+    from icoforge.granule.graph_replay import identical
+
+    a = {"vn": np.array([1.0, 2.0]), "w": np.array([0.5])}
+    assert identical(a, {k: v.copy() for k, v in a.items()})
+    assert not identical(a, {"vn": np.array([1.0, np.nextafter(2.0, 3.0)]), "w": np.array([0.5])})
+    nan = {"vn": np.array([1.0, np.nan]), "w": np.array([0.5])}
+    assert not identical(nan, {k: v.copy() for k, v in nan.items()})
+    assert not identical(a, {"vn": a["vn"]})  # a field missing
+
+
 def test_markdown_names_the_schedule_of_the_run():
     from icoforge.granule.report import markdown_report
 
@@ -324,6 +355,7 @@ def test_markdown_names_the_schedule_of_the_run():
         (["greenline", "--factory-backend", "icoforge-cpu+gtfn"], "unknown backend 'gtfn'"),
         (["greenline", "--levels", "0"], "levels must be positive"),
         (["greenline", "--steps", "0"], "steps must be"),
+        (["greenline", "--graph-replay"], "icoforge-cpu is not a GPU backend (GPU backends: dace_gpu, "),
     ],
 )
 def test_greenline_refuses_bad_arguments_in_one_line(argv, message, capsys):
