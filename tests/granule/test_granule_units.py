@@ -335,6 +335,105 @@ def test_a_replay_with_nan_or_one_different_bit_is_not_identical():
     assert not identical(a, {"vn": a["vn"]})  # a field missing
 
 
+class _FakeField:
+    def __init__(self, value):
+        self.value = value
+
+    def asnumpy(self):
+        return np.array([self.value])
+
+
+class _FakeGranule:
+    """A substep adds 1 to each prognostic field; `captured` decides what a captured call records."""
+
+    def __init__(self, captured):
+        import types
+
+        from icoforge.granule.state import PROGNOSTIC_FIELDS
+
+        self.fields = PROGNOSTIC_FIELDS
+        self.captured = captured
+        self.capturing = False
+        self.recorded = []
+        self.state = types.SimpleNamespace(next=types.SimpleNamespace(**{f: _FakeField(0.0) for f in self.fields}))
+
+    def fresh_states(self):
+        import types
+
+        return (types.SimpleNamespace(next=types.SimpleNamespace(**{f: _FakeField(0.0) for f in self.fields})),)
+
+    def step(self, variant, states):
+        def work():
+            for f in self.fields:
+                getattr(states[0].next, f).value += 1.0
+
+        if self.capturing:
+            self.recorded.append(self.captured(work))
+        else:
+            work()
+
+    def sync(self):
+        pass
+
+
+def _fake_cupy(granule, end_capture_error=None):
+    """Just enough of CuPy's stream capture: work enqueued while capturing runs at each graph launch."""
+    import contextlib
+    import types
+
+    class Graph:
+        def launch(self, stream):
+            for work in granule.recorded:
+                work()
+
+    class Stream:
+        def __init__(self, non_blocking=False):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def begin_capture(self):
+            granule.capturing = True
+
+        def end_capture(self):
+            granule.capturing = False
+            if end_capture_error:
+                raise RuntimeError(end_capture_error)
+            return Graph()
+
+        def synchronize(self):
+            pass
+
+    cuda = types.SimpleNamespace(Stream=Stream, MemoryPool=lambda: types.SimpleNamespace(malloc=None),
+                                 using_allocator=lambda malloc: contextlib.nullcontext())  # fmt: skip
+    return types.SimpleNamespace(cuda=cuda)
+
+
+@pytest.mark.parametrize(
+    "captured, error, expected",
+    [
+        (lambda work: work, None, {"bit_identical": True}),  # the capture holds the whole substep
+        (lambda work: (lambda: None), None, {"bit_identical": False}),  # the work went to another stream
+        (lambda work: work, "operation not permitted when stream is capturing", {"capture_error": "RuntimeError: operation not permitted"}),
+    ],
+)
+def test_replay_variant_times_only_a_replay_that_equals_a_normal_call(monkeypatch, captured, error, expected):
+    import sys
+
+    from icoforge.granule.graph_replay import replay_variant
+
+    g = _FakeGranule(captured)
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(g, error))
+    result = replay_variant(g, "first", repeat=3)
+    for key, value in expected.items():
+        assert result[key] == value if key != "capture_error" else result[key].startswith(value), result
+    assert ("replay_ms" in result) == (expected.get("bit_identical") is True), result
+
+
 def test_markdown_names_the_schedule_of_the_run():
     from icoforge.granule.report import markdown_report
 
