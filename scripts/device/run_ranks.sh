@@ -75,6 +75,10 @@ mpiexec -n 2 python3 -c 'from mpi4py import MPI; c = MPI.COMM_WORLD; assert c.Ge
   || { echo "run_ranks.sh: mpiexec -n 2 did not give mpi4py two ranks"; exit 1; }
 # NVLink multicast stays off (KINDS.md), also in the ranks' environment
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+# GT4Py's builds (dace_gpu's, gtfn's) in /tmp, which a warm machine keeps between calls: a run cut by
+# the deadline while compiling (dace_gpu on 4 ranks, ~4 x one rank's compile on the 16 cores) leaves
+# what it built, and the same command again on the warm machine starts from there
+export GT4PY_BUILD_CACHE_LIFETIME=persistent GT4PY_BUILD_CACHE_DIR=/tmp/gt4py-cache
 
 snapshot_loop $W $OUT 20 & SNAP=$!
 deadline $END_S "icoforge greenline" & DEAD=$!
