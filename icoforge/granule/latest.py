@@ -57,6 +57,10 @@ def report_floors(data: Data) -> tuple[str, Data] | None:
     return next(((b["backend"], b["floors"]) for b in data["backends"] if b.get("floors")), None)
 
 
+def _round(ms: float | None) -> float | None:
+    return None if ms is None else round(ms, 3)
+
+
 def latest(data: Data, commit: str | None, floors_ms: dict[str, float] | None = None) -> Data:
     """The granule-latest record of a (merged) greenline report; without `floors_ms` (a roofline's),
     the floors an icoforge backend recorded in this very run."""
@@ -87,6 +91,9 @@ def latest(data: Data, commit: str | None, floors_ms: dict[str, float] | None = 
             if any("idle_fraction" in vv for vv in b["variants"].values())
         },
         "cold_compile_s": {b["backend"]: _cold_compile_s(data, b) for b in backends},
+        # --graph-replay: the step from substeps replayed as CUDA graphs (None: a replay failed or differed)
+        **({"replayed_step_ms": {b["backend"]: _round(b.get("replayed_step_ms")) for b in backends if b.get("graph_replay")}}
+           if any(b.get("graph_replay") for b in backends) else {}),  # fmt: skip
         "floors_ms": floors_ms,
         "floors_source": floors_source,
         "versions": envs[0].get("versions", {}),

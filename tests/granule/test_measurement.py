@@ -182,6 +182,15 @@ def test_latest_record_has_the_issue_format(tmp_path):
         latest.write_latest(path, _data(), "abc", str(roofline))
 
 
+def test_latest_records_the_replayed_step_only_for_a_graph_replay_run():
+    data = _data()
+    assert "replayed_step_ms" not in latest.latest(data, None)  # no --graph-replay: no key
+    data["backends"][0] |= {"graph_replay": {"first": {"bit_identical": True, "replay_ms": 9.5}}, "replayed_step_ms": 47.12345}
+    assert latest.latest(data, None)["replayed_step_ms"] == {"icoforge-cuda": 47.123}
+    data["backends"][0]["replayed_step_ms"] = None  # a replay differed: recorded as none, not as a time
+    assert latest.latest(data, None)["replayed_step_ms"] == {"icoforge-cuda": None}
+
+
 def test_latest_takes_the_floors_an_icoforge_backend_recorded_in_the_run():
     data = _data()
     assert latest.latest(data, None)["floors_ms"] is None  # none recorded, none given: none invented
