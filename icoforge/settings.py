@@ -13,6 +13,7 @@ monkeypatch them; `update` and `overridden` change them for this process and its
 | ICOFORGE_SCHEDULE | schedule | ProgramSchedule JSON (or a file) of the icoforge GPU backends made by name |
 | ICOFORGE_FAST_PASSES | fast_passes | 0: GT4Py's passes without icoforge's speed-ups |
 | ICOFORGE_HOST_REPLAY | host_replay | 0: the GPU runtime never replays a call's launches |
+| ICOFORGE_HOST_GRAPHS | host_graphs | 1: a replayed call launches its kernels as one CUDA graph, captured at its first replay (default 0) |
 | ICOFORGE_TRACE | trace | a folder: log every translation and load, keep GTIR of pass-cache misses |
 | ICOFORGE_WORKER_NICE | worker_nice | nice increment of compile workers (default 5; 0 keeps the priority) |
 | ICOFORGE_WARM_POOL | warm_pool | 0: the granule and `icoforge run --in-worker` do not start GT4Py's compile workers ahead of time |
@@ -35,6 +36,7 @@ VARIABLES = {
     "schedule": "ICOFORGE_SCHEDULE",
     "fast_passes": "ICOFORGE_FAST_PASSES",
     "host_replay": "ICOFORGE_HOST_REPLAY",
+    "host_graphs": "ICOFORGE_HOST_GRAPHS",
     "trace": "ICOFORGE_TRACE",
     "worker_nice": "ICOFORGE_WORKER_NICE",
     "warm_pool": "ICOFORGE_WARM_POOL",
@@ -56,6 +58,7 @@ class Settings:
     schedule: str = ""  # "" : the vendor default
     fast_passes: bool = True
     host_replay: bool = True
+    host_graphs: bool = False  # off until an H200 A/B shows a gain (issue 17, item 4)
     trace: str | None = None
     worker_nice: int = 5
     warm_pool: bool = True
@@ -79,6 +82,7 @@ class Settings:
             schedule=(raw["schedule"] or "").strip(),
             fast_passes=raw["fast_passes"] != "0",
             host_replay=raw["host_replay"] != "0",
+            host_graphs=raw["host_graphs"] == "1",
             trace=raw["trace"] or None,
             worker_nice=worker_nice,
             warm_pool=raw["warm_pool"] != "0",

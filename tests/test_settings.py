@@ -25,12 +25,13 @@ def test_defaults_when_nothing_is_set():
 def test_every_variable_is_read():
     env = {
         "ICOFORGE_CACHE": "/c", "ICOFORGE_SCHEDULE": ' {"fuse": ["*"]} ', "ICOFORGE_FAST_PASSES": "0",
-        "ICOFORGE_HOST_REPLAY": "0", "ICOFORGE_TRACE": "/t", "ICOFORGE_WORKER_NICE": "3", "ICOFORGE_WARM_POOL": "0",
+        "ICOFORGE_HOST_REPLAY": "0", "ICOFORGE_HOST_GRAPHS": "1", "ICOFORGE_TRACE": "/t", "ICOFORGE_WORKER_NICE": "3", "ICOFORGE_WARM_POOL": "0",
         "ICOFORGE_EARLY_GTIR": "1", "ICOFORGE_TEMPORARIES": "per-call",
     }  # fmt: skip
     assert set(env) == set(VARIABLES.values())
     s = Settings.from_env(env)
-    assert s == Settings("/c", '{"fuse": ["*"]}', False, False, "/t", 3, False, True, "per-call")
+    assert s == Settings(cache="/c", schedule='{"fuse": ["*"]}', fast_passes=False, host_replay=False, host_graphs=True,
+                         trace="/t", worker_nice=3, warm_pool=False, early_gtir=True, temporaries="per-call")  # fmt: skip
     assert Settings.from_env({k: v for k, v in s.to_env().items() if v is not None}) == s  # a round trip
 
 

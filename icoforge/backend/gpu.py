@@ -90,6 +90,9 @@ class Runtime:
         # ICOFORGE_HOST_REPLAY=0)
         self.temporaries = settings.current().temporaries
         self.replay = settings.current().host_replay and self.temporaries == "persistent"
+        # ICOFORGE_HOST_GRAPHS: a replayed call's launches as one CUDA graph, through this module
+        # (cupy.cuda; None: kernel by kernel); see `_launch_graph`
+        self.graphs = self.cp.cuda if self.replay and settings.current().host_graphs and self.cp is not np else None
         self._call_buffers: list[Any] = []  # per-call and async: this call's temporaries, freed at its end
         self._plans: dict[tuple, _Replay] = {}
         self._recording: list[tuple] | None = None
@@ -106,6 +109,8 @@ class Runtime:
         if key is not None:
             plan = self._plans.get(key)
             if plan is not None and plan.matches(args, self._pool_generation):
+                if self.graphs is not None and not self.observers and self._launch_graph(plan):
+                    return
                 for kernel, grid, block, kargs in plan.launches:
                     self.launch(kernel, grid, block, kargs)  # not _launch: observers see replays too
                 return
@@ -122,6 +127,38 @@ class Runtime:
             if len(self._plans) >= 16:  # a caller with new fields on every call
                 self._plans.clear()
             self._plans[key] = _Replay(args, offset_provider, self._pool_generation, tuple(launches))
+
+    def _launch_graph(self, plan: "_Replay") -> bool:
+        """Launch a replayed call's kernels as one CUDA graph, captured at its first replay: the
+        launches and their arguments are the recorded call's (the replay key proves it), so the graph
+        is too, and one graph launch replaces a launch per kernel. False: launch kernel by kernel
+        (observers time each kernel, the stream is itself being captured, or capture failed)."""
+        stream = self.stream if self.stream is not None else self.graphs.get_current_stream()
+        if plan.graph is False or stream.is_capturing():  # a substep captured whole takes our launches
+            return False
+        if plan.graph is None:
+            plan.graph = self._capture(plan.launches)
+            if plan.graph is False:
+                return False
+        plan.graph.launch(stream)
+        return True
+
+    def _capture(self, launches: tuple) -> Any:
+        """The launches as a CUDA graph (recorded on a side stream, not run), or False if the
+        capture fails (said once; the call then launches kernel by kernel, as without graphs)."""
+        side = self.graphs.Stream(non_blocking=True)
+        try:
+            with side:
+                side.begin_capture()
+                try:
+                    for kernel, grid, block, kargs in launches:
+                        kernel(grid, block, kargs)
+                finally:
+                    graph = side.end_capture()
+            return graph
+        except Exception as e:
+            print(f"[icoforge] {self.program}: CUDA graph capture failed, launching kernel by kernel ({type(e).__name__}: {e})", file=sys.stderr)
+            return False
 
     @staticmethod
     def _call_key(args: tuple, offset_provider: Any) -> tuple | None:
@@ -301,6 +338,7 @@ class _Replay:
         self.offset_provider = offset_provider
         self.generation = generation
         self.launches = launches
+        self.graph: Any = None  # ICOFORGE_HOST_GRAPHS: the launches as a CUDA graph once captured; False: capture failed
 
     def matches(self, args: tuple, generation: int) -> bool:
         return generation == self.generation and all(ref() is args[i] for i, ref in self.fields)

@@ -126,7 +126,17 @@ def environment() -> dict[str, Any]:
         env["gpu"] = gpu
     if schedule := settings.current().schedule:  # icoforge GPU backends use it
         env["icoforge_schedule"] = schedule
+    if changed := _settings_off_default():
+        env["icoforge_settings"] = changed
     return env
+
+
+def _settings_off_default() -> str:
+    """The ICOFORGE_* variables of this run that change what is timed and differ from the defaults
+    (e.g. "ICOFORGE_HOST_GRAPHS=1"): a figure is only read right with them."""
+    timed = ("fast_passes", "host_replay", "host_graphs", "early_gtir", "temporaries")
+    now, default = settings.current().to_env(), settings.Settings().to_env()
+    return " ".join(f"{v}={now[v]}" for f, v in settings.VARIABLES.items() if f in timed and now[v] != default[v])
 
 
 def _gpu_name() -> str | None:

@@ -453,7 +453,8 @@ def run_table(data: Data) -> TableSpec:
         ["static fields key", str(data.get("static_fields_key") or "-")],
     ]
     keys = (("date", "date"), ("host", "host"), ("gpu", "GPU"), ("cpus", "CPUs"), ("python", "Python"),
-            ("python_optimized", "Python optimized (-O)"), ("icoforge_schedule", "icoforge schedule ($ICOFORGE_SCHEDULE)"))  # fmt: skip
+            ("python_optimized", "Python optimized (-O)"), ("icoforge_schedule", "icoforge schedule ($ICOFORGE_SCHEDULE)"),
+            ("icoforge_settings", "icoforge settings off their defaults"))  # fmt: skip
     for key, label in keys:
         if any(key in env for _, env in envs):
             rows.append([label, _one_or_each([(lbl, env.get(key)) for lbl, env in envs])])

@@ -7,6 +7,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from conftest import FakeCuda
+
 from icoforge.backend.emulate import EmulatedRuntime
 
 
@@ -215,3 +217,61 @@ def test_new_temporaries_start_poisoned():
     rt.pool["f"][:] = 1.0
     rt.temporary("f", (2, 10), (0, 3), np.float64)  # fits: reused as it is, not poisoned again
     assert (rt.pool["f"] == 1.0).all()
+
+
+def _kernel(cuda, runs):
+    """A kernel that logs its arguments when it runs (enqueued on the fake CUDA's stream)."""
+    return lambda grid, block, args: cuda.enqueue(lambda: runs.append(args))
+
+
+def _graph_runtime(cuda):
+    import gt4py.next as gtx
+    from icon4py.model.common import dimension as dims
+
+    class Direct(EmulatedRuntime):  # launches call the kernel as CuPy's do
+        def _launch(self, kernel, grid, block, args):
+            kernel(grid, block, args)
+
+    rt = Direct("p")
+    rt.graphs = cuda  # what ICOFORGE_HOST_GRAPHS=1 sets to cupy.cuda on a GPU
+    return rt, gtx.as_field([dims.CellDim, dims.KDim], np.zeros((6, 4)))
+
+
+def test_host_graphs_launch_a_replayed_call_as_one_graph_captured_once():
+    cuda = FakeCuda()
+    rt, f = _graph_runtime(cuda)
+    runs: list = []
+    calls: list = []
+    plan = _recorder(rt, calls)
+    kernels = {"k": _kernel(cuda, runs)}
+    op = {}  # one offset provider: the same call again is replayed
+    for _ in range(4):  # the plan, then three replays: the first captures, each launches the graph
+        rt.run(plan, (f, 6), op, kernels)
+    assert len(calls) == 1 and cuda.graph_launches == 3
+    assert len(runs) == 4 and all(r == runs[0] for r in runs)  # every call ran its kernel once, the same
+    rt.observers.append(lambda kernel, stream, go: go())  # a timer wants each kernel: no graph
+    rt.run(plan, (f, 6), op, kernels)
+    assert cuda.graph_launches == 3 and len(runs) == 5
+    rt.observers.clear()
+    cuda.outer_capture = True  # a whole substep being captured takes the launches themselves
+    rt.run(plan, (f, 6), op, kernels)
+    assert cuda.graph_launches == 3 and len(runs) == 6
+
+
+def test_host_graphs_fall_back_to_kernel_launches_when_capture_fails(capsys):
+    cuda = FakeCuda(fail=True)
+    rt, f = _graph_runtime(cuda)
+    runs: list = []
+    plan = _recorder(rt, [])
+    kernels = {"k": _kernel(cuda, runs)}
+    op = {}  # one offset provider: the same call again is replayed
+    for _ in range(3):
+        rt.run(plan, (f, 6), op, kernels)
+    assert len(runs) == 3 and cuda.graph_launches == 0  # each call still ran its kernel, once
+    assert capsys.readouterr().err.count("CUDA graph capture failed") == 1  # said once, not per call
+
+
+def test_host_graphs_are_off_by_default_and_never_on_the_emulation(monkeypatch):
+    assert EmulatedRuntime("p").graphs is None
+    monkeypatch.setenv("ICOFORGE_HOST_GRAPHS", "1")
+    assert EmulatedRuntime("p").graphs is None  # NumPy memory: no CUDA graphs to capture

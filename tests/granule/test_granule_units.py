@@ -344,18 +344,13 @@ class _FakeField:
 
 
 class _FakeGranule:
-    """A substep adds 1 to each prognostic field; `captured` decides what a captured call records."""
+    """A substep adds 1 to each prognostic field, enqueued on the fake CUDA's stream; `lost`: the
+    work goes elsewhere (a stream of the backend's own), so a capture records nothing of it."""
 
-    def __init__(self, captured):
-        import types
-
+    def __init__(self, cuda, lost=False):
         from icoforge.granule.state import PROGNOSTIC_FIELDS
 
-        self.fields = PROGNOSTIC_FIELDS
-        self.captured = captured
-        self.capturing = False
-        self.recorded = []
-        self.state = types.SimpleNamespace(next=types.SimpleNamespace(**{f: _FakeField(0.0) for f in self.fields}))
+        self.fields, self.cuda, self.lost = PROGNOSTIC_FIELDS, cuda, lost
 
     def fresh_states(self):
         import types
@@ -367,67 +362,33 @@ class _FakeGranule:
             for f in self.fields:
                 getattr(states[0].next, f).value += 1.0
 
-        if self.capturing:
-            self.recorded.append(self.captured(work))
-        else:
-            work()
+        if self.lost and self.cuda.capturing is not None:
+            return
+        self.cuda.enqueue(work)
 
     def sync(self):
         pass
 
 
-def _fake_cupy(granule, end_capture_error=None):
-    """Just enough of CuPy's stream capture: work enqueued while capturing runs at each graph launch."""
-    import contextlib
-    import types
-
-    class Graph:
-        def launch(self, stream):
-            for work in granule.recorded:
-                work()
-
-    class Stream:
-        def __init__(self, non_blocking=False):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def begin_capture(self):
-            granule.capturing = True
-
-        def end_capture(self):
-            granule.capturing = False
-            if end_capture_error:
-                raise RuntimeError(end_capture_error)
-            return Graph()
-
-        def synchronize(self):
-            pass
-
-    cuda = types.SimpleNamespace(Stream=Stream, MemoryPool=lambda: types.SimpleNamespace(malloc=None),
-                                 using_allocator=lambda malloc: contextlib.nullcontext())  # fmt: skip
-    return types.SimpleNamespace(cuda=cuda)
-
-
 @pytest.mark.parametrize(
-    "captured, error, expected",
+    "lost, fail, expected",
     [
-        (lambda work: work, None, {"bit_identical": True}),  # the capture holds the whole substep
-        (lambda work: (lambda: None), None, {"bit_identical": False}),  # the work went to another stream
-        (lambda work: work, "operation not permitted when stream is capturing", {"capture_error": "RuntimeError: operation not permitted"}),
+        (False, False, {"bit_identical": True}),  # the capture holds the whole substep
+        (True, False, {"bit_identical": False}),  # the work went to another stream
+        (False, True, {"capture_error": "RuntimeError: operation not permitted"}),
     ],
 )
-def test_replay_variant_times_only_a_replay_that_equals_a_normal_call(monkeypatch, captured, error, expected):
+def test_replay_variant_times_only_a_replay_that_equals_a_normal_call(monkeypatch, lost, fail, expected):
     import sys
+    import types
+
+    from conftest import FakeCuda
 
     from icoforge.granule.graph_replay import replay_variant
 
-    g = _FakeGranule(captured)
-    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(g, error))
+    cuda = FakeCuda(fail=fail)
+    g = _FakeGranule(cuda, lost)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
     result = replay_variant(g, "first", repeat=3)
     for key, value in expected.items():
         assert result[key] == value if key != "capture_error" else result[key].startswith(value), result
@@ -441,6 +402,18 @@ def test_markdown_names_the_schedule_of_the_run():
     assert "ICOFORGE_SCHEDULE" not in markdown_report(rep)
     rep.environment["icoforge_schedule"] = '{"fuse": ["*"]}'
     assert '| icoforge schedule ($ICOFORGE_SCHEDULE) | {"fuse": ["*"]} |' in markdown_report(rep)
+
+
+def test_the_run_records_the_timed_settings_off_their_defaults(monkeypatch):
+    from icoforge.granule.greenline import environment
+
+    for var in ("ICOFORGE_HOST_GRAPHS", "ICOFORGE_TEMPORARIES", "ICOFORGE_HOST_REPLAY", "ICOFORGE_EARLY_GTIR", "ICOFORGE_FAST_PASSES"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("ICOFORGE_TRACE", "/tmp/t")  # not a timed setting: not recorded
+    assert "icoforge_settings" not in environment()
+    monkeypatch.setenv("ICOFORGE_HOST_GRAPHS", "1")
+    monkeypatch.setenv("ICOFORGE_TEMPORARIES", "per-call")
+    assert environment()["icoforge_settings"] == "ICOFORGE_HOST_GRAPHS=1 ICOFORGE_TEMPORARIES=per-call"
 
 
 # --- CLI ----------------------------------------------------------------------------------------
