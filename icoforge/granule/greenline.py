@@ -333,13 +333,13 @@ def measure(
             g.time_variants(opts.steps, opts.warmup, progress)
             g.time_chained_steps(opts.steps, progress)
             g.measure_busy(opts.steps, progress)  # GPU backends: the idle fraction per substep
-            if opts.graph_replay:
+            if opts.profile_steps:
+                g.profile(opts.profile_steps, progress)
+            if opts.graph_replay:  # last: a backend whose work a capture cannot hold may leave errors behind
                 g.time_graph_replay(opts.steps, progress)
                 for variant, r in g.result.graph_replay.items():
                     if "replay_ms" not in r:  # the reason is the finding: which operation, or that the result differs
                         log(f"{g.name}, {variant} substep replayed: {r.get('capture_error', 'not bit-identical with a normal call')}")
-            if opts.profile_steps:
-                g.profile(opts.profile_steps, progress)
         # only icoforge's programs carry kernel IR: a peer's floors would all be 0
         if opts.floors_steps and not g.name.startswith("icoforge"):
             log(f"{g.name}: no byte floors (--floors-steps needs an icoforge backend's kernel IR)")
