@@ -91,8 +91,9 @@ class Runtime:
         self.temporaries = settings.current().temporaries
         self.replay = settings.current().host_replay and self.temporaries == "persistent"
         # ICOFORGE_HOST_GRAPHS: a replayed call's launches as one CUDA graph, through this module
-        # (cupy.cuda; None: kernel by kernel); see `_launch_graph`
-        self.graphs = self.cp.cuda if self.replay and settings.current().host_graphs and self.cp is not np else None
+        # (cupy.cuda; None: kernel by kernel); see `_launch_graph`. CuPy captures no graphs on HIP.
+        graphs = self.replay and settings.current().host_graphs and self.cp is not np
+        self.graphs = self.cp.cuda if graphs and not self.cp.cuda.runtime.is_hip else None
         self._call_buffers: list[Any] = []  # per-call and async: this call's temporaries, freed at its end
         self._plans: dict[tuple, _Replay] = {}
         self._recording: list[tuple] | None = None
@@ -134,7 +135,7 @@ class Runtime:
         is too, and one graph launch replaces a launch per kernel. False: launch kernel by kernel
         (observers time each kernel, the stream is itself being captured, or capture failed)."""
         stream = self.stream if self.stream is not None else self.graphs.get_current_stream()
-        if plan.graph is False or stream.is_capturing():  # a substep captured whole takes our launches
+        if plan.graph is False or _capturing(stream):  # a substep captured whole takes our launches
             return False
         if plan.graph is None:
             plan.graph = self._capture(plan.launches)
@@ -325,6 +326,15 @@ class Runtime:
         else:
             with self.stream:
                 kernel(grid, block, args)
+
+
+def _capturing(stream: Any) -> bool:
+    """Whether `stream` is being captured; a query CUDA refuses (the legacy stream while a blocking
+    stream captures) counts as capturing: launch kernel by kernel then."""
+    try:
+        return bool(stream.is_capturing())
+    except Exception:
+        return True
 
 
 class _Replay:

@@ -275,3 +275,13 @@ def test_host_graphs_are_off_by_default_and_never_on_the_emulation(monkeypatch):
     assert EmulatedRuntime("p").graphs is None
     monkeypatch.setenv("ICOFORGE_HOST_GRAPHS", "1")
     assert EmulatedRuntime("p").graphs is None  # NumPy memory: no CUDA graphs to capture
+
+
+def test_a_capture_query_cuda_refuses_counts_as_capturing():
+    from icoforge.backend.gpu import _capturing
+
+    class Refusing:
+        def is_capturing(self):
+            raise RuntimeError("cudaErrorStreamCaptureImplicit")
+
+    assert _capturing(Refusing()) and not _capturing(FakeCuda().current)
