@@ -14,6 +14,7 @@ monkeypatch them; `update` and `overridden` change them for this process and its
 | ICOFORGE_FAST_PASSES | fast_passes | 0: GT4Py's passes without icoforge's speed-ups |
 | ICOFORGE_HOST_REPLAY | host_replay | 0: the GPU runtime never replays a call's launches |
 | ICOFORGE_HOST_GRAPHS | host_graphs | 1: a replayed call launches its kernels as one CUDA graph, captured at its first replay (default 0) |
+| ICOFORGE_STREAMS | streams | N > 1: inside those graphs, consecutive kernels that touch no common field run on up to N streams (default 1; needs ICOFORGE_HOST_GRAPHS=1) |
 | ICOFORGE_TRACE | trace | a folder: log every translation and load, keep GTIR of pass-cache misses |
 | ICOFORGE_WORKER_NICE | worker_nice | nice increment of compile workers (default 5; 0 keeps the priority) |
 | ICOFORGE_WARM_POOL | warm_pool | 0: the granule and `icoforge run --in-worker` do not start GT4Py's compile workers ahead of time |
@@ -37,6 +38,7 @@ VARIABLES = {
     "fast_passes": "ICOFORGE_FAST_PASSES",
     "host_replay": "ICOFORGE_HOST_REPLAY",
     "host_graphs": "ICOFORGE_HOST_GRAPHS",
+    "streams": "ICOFORGE_STREAMS",
     "trace": "ICOFORGE_TRACE",
     "worker_nice": "ICOFORGE_WORKER_NICE",
     "warm_pool": "ICOFORGE_WARM_POOL",
@@ -59,6 +61,7 @@ class Settings:
     fast_passes: bool = True
     host_replay: bool = True
     host_graphs: bool = False  # off until an H200 A/B shows a gain (issue 17, item 4)
+    streams: int = 1  # issue 17 item 5: branches of the host graphs (backend/gpu.py, `branch_groups`)
     trace: str | None = None
     worker_nice: int = 5
     warm_pool: bool = True
@@ -68,6 +71,10 @@ class Settings:
     def __post_init__(self) -> None:
         if self.temporaries not in TEMPORARY_POLICIES:
             raise IcoforgeError(f"ICOFORGE_TEMPORARIES={self.temporaries!r}: choose one of {', '.join(TEMPORARY_POLICIES)}")
+        if self.streams < 1:
+            raise IcoforgeError(f"ICOFORGE_STREAMS={self.streams}: give a whole number of streams, 1 or more")
+        if self.streams > 1 and not self.host_graphs:
+            raise IcoforgeError(f"ICOFORGE_STREAMS={self.streams} needs ICOFORGE_HOST_GRAPHS=1: the streams are branches captured into those graphs")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "Settings":
@@ -83,6 +90,7 @@ class Settings:
             fast_passes=raw["fast_passes"] != "0",
             host_replay=raw["host_replay"] != "0",
             host_graphs=raw["host_graphs"] == "1",
+            streams=_whole_number("ICOFORGE_STREAMS", raw["streams"], cls.streams),
             trace=raw["trace"] or None,
             worker_nice=worker_nice,
             warm_pool=raw["warm_pool"] != "0",
@@ -97,6 +105,15 @@ class Settings:
             v = getattr(self, f)
             out[var] = ("1" if v else "0") if isinstance(v, bool) else (None if v in (None, "") else str(v))
         return out
+
+
+def _whole_number(variable: str, text: str | None, default: int) -> int:
+    if text is None or not text.strip():
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise IcoforgeError(f"{variable}={text!r}: give a whole number") from None
 
 
 _last: tuple[tuple[str | None, ...], Settings] | None = None

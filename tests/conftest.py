@@ -117,6 +117,8 @@ class FakeCuda:
         self.outer_capture = False
         self.fail = fail
         self.graph_launches = 0
+        self.stack: list = []  # the streams entered (`with stream:`), the current one last
+        self.enqueued_on: list = []  # the current stream of each enqueue, in order
         cuda = self
 
         class Graph:
@@ -130,13 +132,23 @@ class FakeCuda:
 
         class Stream:
             def __init__(self, non_blocking=False):
-                pass
+                self.events = 0  # events recorded on it (a branch's fork or join)
+                self.waits = 0  # events it waited for
 
             def __enter__(self):
+                cuda.stack.append(self)
                 return self
 
             def __exit__(self, *exc):
+                cuda.stack.pop()
                 return False
+
+            def record(self):
+                self.events += 1
+                return object()
+
+            def wait_event(self, event):
+                self.waits += 1
 
             def begin_capture(self):
                 cuda.capturing = []
@@ -170,6 +182,7 @@ class FakeCuda:
         return contextlib.nullcontext()
 
     def enqueue(self, work) -> None:
+        self.enqueued_on.append(self.stack[-1] if self.stack else self.current)
         if self.capturing is not None:
             self.capturing.append(work)
         else:

@@ -10,6 +10,7 @@ import pathlib
 import pytest
 
 from icoforge import settings
+from icoforge.errors import IcoforgeError
 from icoforge.settings import VARIABLES, Settings
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "icoforge"
@@ -25,14 +26,27 @@ def test_defaults_when_nothing_is_set():
 def test_every_variable_is_read():
     env = {
         "ICOFORGE_CACHE": "/c", "ICOFORGE_SCHEDULE": ' {"fuse": ["*"]} ', "ICOFORGE_FAST_PASSES": "0",
-        "ICOFORGE_HOST_REPLAY": "0", "ICOFORGE_HOST_GRAPHS": "1", "ICOFORGE_TRACE": "/t", "ICOFORGE_WORKER_NICE": "3", "ICOFORGE_WARM_POOL": "0",
+        "ICOFORGE_HOST_REPLAY": "0", "ICOFORGE_HOST_GRAPHS": "1", "ICOFORGE_STREAMS": "2", "ICOFORGE_TRACE": "/t", "ICOFORGE_WORKER_NICE": "3", "ICOFORGE_WARM_POOL": "0",
         "ICOFORGE_EARLY_GTIR": "1", "ICOFORGE_TEMPORARIES": "per-call",
     }  # fmt: skip
     assert set(env) == set(VARIABLES.values())
     s = Settings.from_env(env)
-    assert s == Settings(cache="/c", schedule='{"fuse": ["*"]}', fast_passes=False, host_replay=False, host_graphs=True,
+    assert s == Settings(cache="/c", schedule='{"fuse": ["*"]}', fast_passes=False, host_replay=False, host_graphs=True, streams=2,
                          trace="/t", worker_nice=3, warm_pool=False, early_gtir=True, temporaries="per-call")  # fmt: skip
     assert Settings.from_env({k: v for k, v in s.to_env().items() if v is not None}) == s  # a round trip
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"ICOFORGE_STREAMS": "2"}, "ICOFORGE_STREAMS=2 needs ICOFORGE_HOST_GRAPHS=1"),
+        ({"ICOFORGE_STREAMS": "two", "ICOFORGE_HOST_GRAPHS": "1"}, "ICOFORGE_STREAMS='two': give a whole number"),
+        ({"ICOFORGE_STREAMS": "0", "ICOFORGE_HOST_GRAPHS": "1"}, "1 or more"),
+    ],
+)
+def test_streams_are_refused_with_the_reason(env, message):
+    with pytest.raises(IcoforgeError, match=message):
+        Settings.from_env(env)
 
 
 def test_a_bad_nice_value_keeps_the_normal_priority():

@@ -23,6 +23,7 @@ from gt4py.next import common
 from gt4py.next.otf import definitions, stages
 
 from icoforge import settings
+from icoforge.backend import graphs as graphs_mod
 from icoforge.backend import ir, pipeline, substep, tuned
 from icoforge.backend.codegen.cuda import device_module, render_module_gpu
 from icoforge.backend.codegen.device import DeviceModule
@@ -94,6 +95,11 @@ class Runtime:
         # (cupy.cuda; None: kernel by kernel); see `_launch_graph`. CuPy captures no graphs on HIP.
         graphs = self.replay and settings.current().host_graphs and self.cp is not np
         self.graphs = self.cp.cuda if graphs and not self.cp.cuda.runtime.is_hip else None
+        # ICOFORGE_STREAMS: independent kernels as branches of those graphs, by the fields each
+        # kernel reads and writes (graphs.kernel_fields of the program's IR; set by bind_program)
+        self.streams = settings.current().streams if self.graphs is not None else 1
+        self.kernel_fields: dict[str, graphs_mod.Access] = {}
+        self._branches: list[Any] = []  # the side streams of the branches, made once
         self._call_buffers: list[Any] = []  # per-call and async: this call's temporaries, freed at its end
         self._plans: dict[tuple, _Replay] = {}
         self._recording: list[tuple] | None = None
@@ -110,7 +116,7 @@ class Runtime:
         if key is not None:
             plan = self._plans.get(key)
             if plan is not None and plan.matches(args, self._pool_generation):
-                if self.graphs is not None and not self.observers and self._launch_graph(plan):
+                if self.graphs is not None and not self.observers and self._launch_graph(plan, kernels):
                     return
                 for kernel, grid, block, kargs in plan.launches:
                     self.launch(kernel, grid, block, kargs)  # not _launch: observers see replays too
@@ -127,39 +133,30 @@ class Runtime:
         if key is not None:
             if len(self._plans) >= 16:  # a caller with new fields on every call
                 self._plans.clear()
-            self._plans[key] = _Replay(args, offset_provider, self._pool_generation, tuple(launches))
+            replay = _Replay(args, offset_provider, self._pool_generation, tuple(launches))
+            # branches trust the IR's field names only where no two field arguments share memory
+            replay.may_branch = self.streams > 1 and not graphs_mod.overlapping([self.span(a) for a in args if _is_gt4py_field(a)])
+            self._plans[key] = replay
 
-    def _launch_graph(self, plan: "_Replay") -> bool:
+    def _launch_graph(self, plan: "_Replay", kernels: dict) -> bool:
         """Launch a replayed call's kernels as one CUDA graph, captured at its first replay: the
         launches and their arguments are the recorded call's (the replay key proves it), so the graph
         is too, and one graph launch replaces a launch per kernel. False: launch kernel by kernel
         (observers time each kernel, the stream is itself being captured, or capture failed)."""
         stream = self.stream if self.stream is not None else self.graphs.get_current_stream()
-        if plan.graph is False or _capturing(stream):  # a substep captured whole takes our launches
+        if plan.graph is False or graphs_mod.capturing(stream):  # a substep captured whole takes our launches
             return False
         if plan.graph is None:
-            plan.graph = self._capture(plan.launches)
+            groups = [[i] for i in range(len(plan.launches))]
+            if plan.may_branch:
+                name_of = {id(fn): name for name, fn in kernels.items()}
+                names = [name_of.get(id(launch[0])) for launch in plan.launches]
+                groups = graphs_mod.branch_groups(names, self.kernel_fields, self.streams)
+            plan.graph = graphs_mod.capture(self.graphs, plan.launches, groups, self._branches, self.program)
             if plan.graph is False:
                 return False
         plan.graph.launch(stream)
         return True
-
-    def _capture(self, launches: tuple) -> Any:
-        """The launches as a CUDA graph (recorded on a side stream, not run), or False if the
-        capture fails (said once; the call then launches kernel by kernel, as without graphs)."""
-        side = self.graphs.Stream(non_blocking=True)
-        try:
-            with side:
-                side.begin_capture()
-                try:
-                    for kernel, grid, block, kargs in launches:
-                        kernel(grid, block, kargs)
-                finally:
-                    graph = side.end_capture()
-            return graph
-        except Exception as e:
-            print(f"[icoforge] {self.program}: CUDA graph capture failed, launching kernel by kernel ({type(e).__name__}: {e})", file=sys.stderr)
-            return False
 
     @staticmethod
     def _call_key(args: tuple, offset_provider: Any) -> tuple | None:
@@ -328,15 +325,6 @@ class Runtime:
                 kernel(grid, block, args)
 
 
-def _capturing(stream: Any) -> bool:
-    """Whether `stream` is being captured; a query CUDA refuses (the legacy stream while a blocking
-    stream captures) counts as capturing: launch kernel by kernel then."""
-    try:
-        return bool(stream.is_capturing())
-    except Exception:
-        return True
-
-
 class _Replay:
     """The launches of one recorded call, valid while its field arguments are alive (weak
     references: a new field whose id reuses a dead one's does not match) and the pool has not
@@ -349,6 +337,7 @@ class _Replay:
         self.generation = generation
         self.launches = launches
         self.graph: Any = None  # ICOFORGE_HOST_GRAPHS: the launches as a CUDA graph once captured; False: capture failed
+        self.may_branch = False  # ICOFORGE_STREAMS > 1 and no two field arguments share memory
 
     def matches(self, args: tuple, generation: int) -> bool:
         return generation == self.generation and all(ref() is args[i] for i, ref in self.fields)
@@ -406,6 +395,8 @@ def bind_program(art: GPUArtifact, kernels: dict[str, Any], rt: Runtime) -> stag
         else:  # inside a SubstepFusion block: recorded, run when the block ends
             block.defer(program, art, rt, lambda: rt.run(launch, args, offset_provider, kernels), args, offset_provider)
 
+    if art.program_ir is not None:
+        rt.kernel_fields = graphs_mod.kernel_fields(art.program_ir, art.kernel_names)
     program.icoforge_artifact = art  # type: ignore[attr-defined]
     program.icoforge_runtime = rt  # type: ignore[attr-defined]  # timers attach to it (Runtime.observers)
     program.icoforge_kernels = kernels  # type: ignore[attr-defined]

@@ -134,7 +134,7 @@ def environment() -> dict[str, Any]:
 def _settings_off_default() -> str:
     """The ICOFORGE_* variables of this run that change what is timed and differ from the defaults
     (e.g. "ICOFORGE_HOST_GRAPHS=1"): a figure is only read right with them."""
-    timed = ("fast_passes", "host_replay", "host_graphs", "early_gtir", "temporaries")
+    timed = ("fast_passes", "host_replay", "host_graphs", "streams", "early_gtir", "temporaries")
     now, default = settings.current().to_env(), settings.Settings().to_env()
     return " ".join(f"{v}={now[v]}" for f, v in settings.VARIABLES.items() if f in timed and now[v] != default[v])
 

@@ -17,7 +17,7 @@
 #            "tuned": true to keep the package's tuned entries, as the default has them),
 #        AB_ENV (environment of the AB run, e.g. AB='full={}' AB_ENV=ICOFORGE_EARLY_GTIR=0: the
 #            full GT4Py pass list against the default early path),
-#        AB2, AB2_ENV, AB2_ARGS (a second A/B run beside the first, e.g. the inline and the temporaries
+#        AB2, AB2_ENV, AB2_ARGS, AB3, AB3_ENV, AB3_ARGS (a second and third A/B run beside the first, e.g. the inline and the temporaries
 #            A/Bs of REGIONAL/80 in one call),
 #        INLINE_OFF_RUN (0; 1: the same as AB='inline-off={"inline": "off"}'),
 #        OURS (1; 0: no icoforge-cuda run, e.g. dace_gpu alone in a second call where the two do
@@ -52,7 +52,7 @@ for b in ${PEERS-dace_gpu}; do
   $GL --backend $b --save-reference $W/ref-$b-$TAG.json --json $W/gl-$TAG-$b.json > $W/gl-$TAG-$b.log 2>&1 &
 done
 [ "${INLINE_OFF_RUN:-0}" = 1 ] && AB=${AB:-'inline-off={"inline": "off"}'}
-AB=${AB:-}; AB2=${AB2:-}
+AB=${AB:-}; AB2=${AB2:-}; AB3=${AB3:-}
 # ab_run SUFFIX: ours with AB$SUFFIX's schedule, AB${SUFFIX}_ENV's environment, AB${SUFFIX}_ARGS's arguments
 ab_run() {
   local spec_var=AB$1 env_var=AB$1_ENV args_var=AB$1_ARGS
@@ -61,7 +61,7 @@ ab_run() {
   env ${!env_var:-} $GL --backend icoforge-cuda --schedule "$schedule" ${!args_var:-} --save-reference $W/ref-$label-$TAG.json \
     --json $W/gl-$TAG-$label.json > $W/gl-$TAG-$label.log 2>&1 &
 }
-ab_run ""; ab_run 2
+ab_run ""; ab_run 2; ab_run 3
 if [ "${DEBUG_RUN:-1}" = 1 ]; then
   $GL --backend icoforge-cuda --python-mode debug --json $W/gl-$TAG-debug.json > $W/gl-$TAG-debug.log 2>&1 &
 fi
@@ -75,7 +75,7 @@ nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=
 {
   reports=""; [ -f $W/gl-$TAG-opt.json ] && reports="opt=$W/gl-$TAG-opt.json"  # OURS=0 on a warm machine: the earlier call's
   for b in ${PEERS-dace_gpu}; do [ -f $W/gl-$TAG-$b.json ] && reports="$reports $W/gl-$TAG-$b.json"; done
-  for spec in "$AB" "$AB2"; do
+  for spec in "$AB" "$AB2" "$AB3"; do
     label=${spec%%=*}; [ -n "$spec" ] && [ -f $W/gl-$TAG-$label.json ] && reports="$reports $label=$W/gl-$TAG-$label.json"
   done
   [ -f $W/gl-$TAG-debug.json ] && reports="$reports debug=$W/gl-$TAG-debug.json"
@@ -89,7 +89,7 @@ nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=
   for b in ${PEERS-dace_gpu}; do
     [ -f $W/ref-$b-$TAG.json ] && [ -f $W/ref-icoforge-$TAG.json ] && python3 -m icoforge.granule.golden compare $W/ref-$b-$TAG.json $W/ref-icoforge-$TAG.json
   done
-  for spec in "$AB" "$AB2"; do
+  for spec in "$AB" "$AB2" "$AB3"; do
     label=${spec%%=*}
     if [ -n "$spec" ] && [ -f $W/ref-$label-$TAG.json ]; then
       echo "== fingerprints: icoforge-cuda $label (${spec#*=}) vs the default ($TAG): bit-identical expected =="

@@ -278,10 +278,72 @@ def test_host_graphs_are_off_by_default_and_never_on_the_emulation(monkeypatch):
 
 
 def test_a_capture_query_cuda_refuses_counts_as_capturing():
-    from icoforge.backend.gpu import _capturing
+    from icoforge.backend.graphs import capturing as _capturing
 
     class Refusing:
         def is_capturing(self):
             raise RuntimeError("cudaErrorStreamCaptureImplicit")
 
     assert _capturing(Refusing()) and not _capturing(FakeCuda().current)
+
+
+def test_branch_groups_put_only_consecutive_independent_kernels_side_by_side():
+    from icoforge.backend.graphs import branch_groups
+
+    f = {
+        "a": (frozenset({"x"}), frozenset({"t1"})),
+        "b": (frozenset({"x", "y"}), frozenset({"t2"})),  # reads what a reads: independent of it
+        "c": (frozenset({"t1", "t2"}), frozenset({"z"})),  # reads a's and b's outputs
+        "d": (frozenset({"x"}), frozenset({"t3"})),
+        "e": (frozenset({"t3"}), frozenset({"x"})),  # writes what d reads
+    }  # fmt: skip
+    names = ["a", "b", "c", "d", "e"]
+    assert branch_groups(names, f, 2) == [[0, 1], [2, 3], [4]]  # c and d touch no common field
+    assert branch_groups(names, f, 1) == [[0], [1], [2], [3], [4]]  # one stream: no groups
+    assert branch_groups(["a", None, "b"], f, 4) == [[0], [1], [2]]  # an unknown kernel depends on all
+
+
+def test_overlapping_spans_share_memory():
+    from icoforge.backend.graphs import overlapping
+
+    assert not overlapping([(0, 8), (8, 16), (16, 16)])
+    assert overlapping([(16, 32), (0, 8), (24, 40)])
+    assert overlapping([(0, 8), (0, 8)])  # one buffer passed twice
+
+
+def _two_kernel_plan(rt):
+    """A host plan that launches two kernels, `k` then `m`, on its first field argument's view."""
+
+    def plan(args, offset_provider, kernels_, rt_):
+        view, _ = rt.field(args[0], 2, np.float64)
+        rt.launch(kernels_["k"], (1, 1, 1), (32, 1, 1), (*view, np.int32(1)))
+        rt.launch(kernels_["m"], (1, 1, 1), (32, 1, 1), (*view, np.int32(2)))
+
+    return plan
+
+
+def test_host_streams_capture_independent_kernels_as_branches_and_keep_each_launch_once():
+    import gt4py.next as gtx
+    from icon4py.model.common import dimension as dims
+
+    cuda = FakeCuda()
+    rt, f = _graph_runtime(cuda)
+    rt.streams = 2
+    rt.kernel_fields = {"k": (frozenset({"x"}), frozenset({"t"})), "m": (frozenset({"x"}), frozenset({"u"}))}
+    runs: list = []
+    kernels = {"k": _kernel(cuda, runs), "m": _kernel(cuda, runs)}
+    op = {}
+    plan = _two_kernel_plan(rt)
+    h = gtx.as_field([dims.CellDim, dims.KDim], np.ones((6, 4)))  # another buffer
+    for _ in range(3):  # record, capture + launch, launch
+        rt.run(plan, (f, h), op, kernels)
+    assert cuda.graph_launches == 2 and len(runs) == 6  # each call ran both kernels once
+    assert len(rt._branches) == 1 and rt._branches[0].waits == 1 and rt._branches[0].events == 1
+    side_streams = {id(s) for s in cuda.enqueued_on[2:4]}  # the captured launches ran on two streams
+    assert len(side_streams) == 2
+    # one field as both arguments: two names, one buffer, so the IR's names prove nothing: no branches
+    g = gtx.as_field([dims.CellDim, dims.KDim], np.zeros((6, 4)))
+    rt.run(plan, (g, g), op, kernels)  # recorded
+    cuda.enqueued_on.clear()
+    rt.run(plan, (g, g), op, kernels)  # captured and launched
+    assert len(cuda.enqueued_on) == 2 and len({id(s) for s in cuda.enqueued_on}) == 1, "aliased fields must not branch"

@@ -407,7 +407,7 @@ def test_markdown_names_the_schedule_of_the_run():
 def test_the_run_records_the_timed_settings_off_their_defaults(monkeypatch):
     from icoforge.granule.greenline import environment
 
-    for var in ("ICOFORGE_HOST_GRAPHS", "ICOFORGE_TEMPORARIES", "ICOFORGE_HOST_REPLAY", "ICOFORGE_EARLY_GTIR", "ICOFORGE_FAST_PASSES"):
+    for var in ("ICOFORGE_HOST_GRAPHS", "ICOFORGE_STREAMS", "ICOFORGE_TEMPORARIES", "ICOFORGE_HOST_REPLAY", "ICOFORGE_EARLY_GTIR", "ICOFORGE_FAST_PASSES"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("ICOFORGE_TRACE", "/tmp/t")  # not a timed setting: not recorded
     assert "icoforge_settings" not in environment()
