@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from conftest import FakeCuda
+from tests.fake_cuda import FakeCuda
 
 from icoforge.backend.emulate import EmulatedRuntime
 

@@ -382,7 +382,7 @@ def test_replay_variant_times_only_a_replay_that_equals_a_normal_call(monkeypatc
     import sys
     import types
 
-    from conftest import FakeCuda
+    from tests.fake_cuda import FakeCuda
 
     from icoforge.granule.graph_replay import replay_variant
 
