@@ -32,7 +32,7 @@ from icoforge.granule import graph_replay, instrument
 from icoforge.granule.backends import is_gpu, resolve_backend
 from icoforge.granule.fields import StaticFields
 from icoforge.granule.solver import SECOND_ORDER_DIVDAMP_FACTOR, GranuleGrid, build_solver, grid_for_backend
-from icoforge.granule.state import to_states
+from icoforge.granule.state import refill_states, to_states
 
 # (at_first_substep, at_last_substep) of SolveNonhydro.time_step
 VARIANTS: dict[str, tuple[bool, bool]] = {"first": (True, False), "middle": (False, False), "last": (False, True)}
@@ -275,6 +275,10 @@ class Granule:
 
         assert self.grid is not None
         return to_states(self.state_arrays, self.grid.icon_grid, model_backends.get_allocator(self.backend))
+
+    def refill_states(self, states: tuple[Any, Any, Any]) -> None:
+        """`states` back to the initial values, in their own buffers (a captured graph holds them)."""
+        refill_states(states, self.fresh_states())
 
     def _cache_info(self) -> dict[str, Any]:
         """icoforge backends: how many programs came from the translation / build caches."""

@@ -19,6 +19,7 @@ The next time level starts as a copy of the current one.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -120,6 +121,23 @@ def to_states(arrays: dict[str, np.ndarray], grid: Any, allocator: Any) -> tuple
         setattr(diagnostic, name, cell_k(name))
     prep_adv = dycore_states.initialize_prep_advection(grid, allocator)
     return pair, diagnostic, prep_adv
+
+
+def state_fields(states: tuple[Any, Any, Any]) -> list[Any]:
+    """Every GT4Py field of `to_states`' (pair, diagnostic, prep_adv), in one fixed order."""
+    pair, diagnostic, prep_adv = states
+    return [
+        value
+        for holder in (pair.current, pair.next, diagnostic, prep_adv)
+        for value in (getattr(holder, f.name) for f in dataclasses.fields(holder))
+        if hasattr(value, "ndarray")
+    ]
+
+
+def refill_states(dst: tuple[Any, Any, Any], src: tuple[Any, Any, Any]) -> None:
+    """Copy the values of `src`'s fields into `dst`'s buffers, in place (their pointers stay)."""
+    for d, s in zip(state_fields(dst), state_fields(src), strict=True):
+        d.ndarray[...] = s.ndarray
 
 
 def prognostic_to_numpy(state: Any) -> dict[str, np.ndarray]:

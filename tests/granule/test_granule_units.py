@@ -335,6 +335,32 @@ def test_a_replay_with_nan_or_one_different_bit_is_not_identical():
     assert not identical(a, {"vn": a["vn"]})  # a field missing
 
 
+def test_refill_states_copies_every_field_into_the_same_buffers():
+    import dataclasses
+    import types
+
+    from icoforge.granule.state import refill_states, state_fields
+
+    @dataclasses.dataclass
+    class Holder:
+        a: object
+        b: object
+        label: str = "not a field"
+
+    def states(value):
+        def field():
+            return types.SimpleNamespace(ndarray=np.full(3, value))
+
+        pair = types.SimpleNamespace(current=Holder(field(), field()), next=Holder(field(), field()))
+        return pair, Holder(field(), field()), Holder(field(), field())
+
+    dst, src = states(7.0), states(1.0)
+    buffers = [f.ndarray for f in state_fields(dst)]
+    assert len(buffers) == 8  # two fields in each of the four holders, the label skipped
+    refill_states(dst, src)
+    assert all(f.ndarray is b and (b == 1.0).all() for f, b in zip(state_fields(dst), buffers, strict=True))
+
+
 class _FakeField:
     def __init__(self, value):
         self.value = value
@@ -344,25 +370,32 @@ class _FakeField:
 
 
 class _FakeGranule:
-    """A substep adds 1 to each prognostic field, enqueued on the fake CUDA's stream; `lost`: the
-    work goes elsewhere (a stream of the backend's own), so a capture records nothing of it."""
+    """A substep adds 1 to each prognostic field, enqueued on the fake CUDA's stream. `elsewhere`:
+    the backend launches on a stream of its own, so a capture records nothing of it; "lost": that
+    work is gone, "eager": it runs at once, during the capture (as dace_gpu's kernels did)."""
 
-    def __init__(self, cuda, lost=False):
+    def __init__(self, cuda, elsewhere=None):
         from icoforge.granule.state import PROGNOSTIC_FIELDS
 
-        self.fields, self.cuda, self.lost = PROGNOSTIC_FIELDS, cuda, lost
+        self.fields, self.cuda, self.elsewhere = PROGNOSTIC_FIELDS, cuda, elsewhere
 
     def fresh_states(self):
         import types
 
         return (types.SimpleNamespace(next=types.SimpleNamespace(**{f: _FakeField(0.0) for f in self.fields})),)
 
+    def refill_states(self, states):
+        for f in self.fields:
+            getattr(states[0].next, f).value = 0.0
+
     def step(self, variant, states):
         def work():
             for f in self.fields:
                 getattr(states[0].next, f).value += 1.0
 
-        if self.lost and self.cuda.capturing is not None:
+        if self.elsewhere and self.cuda.capturing is not None:
+            if self.elsewhere == "eager":
+                work()
             return
         self.cuda.enqueue(work)
 
@@ -371,14 +404,15 @@ class _FakeGranule:
 
 
 @pytest.mark.parametrize(
-    "lost, fail, expected",
+    "elsewhere, fail, expected",
     [
-        (False, False, {"bit_identical": True}),  # the capture holds the whole substep
-        (True, False, {"bit_identical": False}),  # the work went to another stream
-        (False, True, {"capture_error": "RuntimeError: operation not permitted"}),
+        (None, False, {"bit_identical": True}),  # the capture holds the whole substep
+        ("lost", False, {"bit_identical": False}),  # the work went to another stream
+        ("eager", False, {"bit_identical": False}),  # ... and ran there during the capture
+        (None, True, {"capture_error": "RuntimeError: operation not permitted"}),
     ],
 )
-def test_replay_variant_times_only_a_replay_that_equals_a_normal_call(monkeypatch, lost, fail, expected):
+def test_replay_variant_times_only_a_replay_that_equals_a_normal_call(monkeypatch, elsewhere, fail, expected):
     import sys
     import types
 
@@ -387,7 +421,7 @@ def test_replay_variant_times_only_a_replay_that_equals_a_normal_call(monkeypatc
     from icoforge.granule.graph_replay import replay_variant
 
     cuda = FakeCuda(fail=fail)
-    g = _FakeGranule(cuda, lost)
+    g = _FakeGranule(cuda, elsewhere)
     monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
     result = replay_variant(g, "first", repeat=3)
     for key, value in expected.items():
