@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 
 from icoforge.backend import ir, recompute
 from icoforge.backend.forward import own_point
@@ -395,11 +396,22 @@ def can_fuse_scan_after_map(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR) -
     return True
 
 
-def _fusion(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR, columns: bool = False) -> ir.Kernel | None:
+# Whether a fusion that runs a map's levels in one thread per column may be made for (a, b): the
+# schedule's column-count rule (pipeline.fuse), which also says why where it refuses one
+WalkRule = Callable[[ir.Kernel, ir.Kernel], bool]
+
+
+def _fusion(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR, columns: bool = False, walk_ok: WalkRule | None = None) -> ir.Kernel | None:
     """`a` and `b` as one kernel, if they can be fused."""
     if can_fuse(a, b, program):
         outer = _outer(a.domain, b.domain)
         return merge(_guarded(a, outer), _guarded(b, outer))
+    walk = _walk_fusion(a, b, program, columns)
+    return walk if walk is None or walk_ok is None or walk_ok(a, b) else None
+
+
+def _walk_fusion(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR, columns: bool) -> ir.Kernel | None:
+    """`a` and `b` as one column walk (a map inside a scan, or two maps walking a column)."""
     if can_fuse_into_scan(a, b, program):
         return merge_into_scan(a, b, program)
     forward = column_direction(a, b, program) if columns else None
@@ -412,11 +424,12 @@ def _fusion(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR, columns: bool = F
     return None
 
 
-def fuse_kernels(program: ir.ProgramIR, columns: bool = False) -> ir.ProgramIR:
+def fuse_kernels(program: ir.ProgramIR, columns: bool = False, walk_ok: WalkRule | None = None) -> ir.ProgramIR:
     """Fuse greedily in program order: each top-level kernel joins the nearest earlier kernel it
     can be fused with (`can_fuse`, `can_fuse_into_scan`, with `columns` also column fusion), moving
     up past the steps in between when it is independent of them (they neither write what it
-    touches nor touch what it writes). Kernels under a host conditional stay as they are."""
+    touches nor touch what it writes). Kernels under a host conditional stay as they are.
+    `walk_ok` may refuse a fusion into a column walk (the schedule's column-count rule)."""
     steps: list[ir.Step] = []
     groups: list[list[ir.Kernel]] = []
     crossed: list[tuple[ir.Kernel, ir.Step]] = []  # (kernel moved up, a step it moved past)
@@ -424,7 +437,7 @@ def fuse_kernels(program: ir.ProgramIR, columns: bool = False) -> ir.ProgramIR:
         joined = False
         for pos in range(len(steps) - 1, -1, -1) if isinstance(s, ir.Kernel) else ():
             t = steps[pos]
-            fused = _fusion(t, s, program, columns) if isinstance(t, ir.Kernel) else None
+            fused = _fusion(t, s, program, columns, walk_ok) if isinstance(t, ir.Kernel) else None
             if fused is not None:
                 crossed += [(s, u) for u in steps[pos + 1:]]
                 steps[pos] = fused

@@ -448,12 +448,14 @@ class GPUExecutor:
         tr, hit = translate(inp, inline_policy=self.schedule.inline)
         timings = (("translate", time.perf_counter() - t0), ("translation_cache_hit", float(hit)))
         decisions: list[tuned.Decision] = []
-        sizes = tuned.dim_sizes_of(inp.args.offset_provider) if self.schedule.tuned else None
+        # the call's sizes: for the tuned entries' size classes and the fusions' column count
+        needs_sizes = self.schedule.tuned or self.schedule.fuse_scan_min_columns
+        sizes = tuned.dim_sizes_of(inp.args.offset_provider) if needs_sizes else None
         artifact = gpu_artifact(tr.program, self.vendor, self.schedule, dim_sizes=sizes, decisions=decisions)
         notes = [str(d) for d in decisions]
         if any(d.status == tuned.CODE_CHANGED for d in decisions):  # what `icoforge tune --static-value` needs for this variant
             notes.append(f"this variant's static arguments: {_static_arguments(inp) or 'none'}")
-        for line in notes:  # which tuned schedules this compile used, and why others not
+        for line in notes:  # which tuned schedules this compile used, why others not, fusions refused
             print(f"[icoforge] {tr.program.name}: {line}", file=sys.stderr, flush=True)
         return dataclasses.replace(artifact, timings=(*timings, ("started_at", started_at), ("finished_at", time.time())))
 

@@ -55,9 +55,28 @@ def inline_decisions(lowered: ir.ProgramIR, policy: str = "auto") -> tuple[inlin
     return inline.inline_with_decisions(program, policy)[1]
 
 
-def fuse(program: ir.ProgramIR, schedule: ProgramSchedule) -> ir.ProgramIR:
-    """Neighbouring kernels over one domain become one, where the schedule asks for it."""
-    return fuse_kernels(program, schedule.fuse_columns) if schedule.fuses(program.name) else program
+def fuse(
+    program: ir.ProgramIR, schedule: ProgramSchedule, dim_sizes: Mapping[str, int] | None = None,
+    decisions: list[tuned.Decision] | None = None,
+) -> ir.ProgramIR:  # fmt: skip
+    """Neighbouring kernels over one domain become one, where the schedule asks for it. With the
+    call's horizontal `dim_sizes`, a fusion into a column walk is made only on grids with at least
+    the schedule's `fuse_scan_min_columns` columns (a decision appended to `decisions` where not);
+    without them (`icoforge explain` of a bare program), as if the grid were large enough."""
+    if not schedule.fuses(program.name):
+        return program
+    limit = schedule.fuse_scan_min_columns
+
+    def walk_ok(a: ir.Kernel, b: ir.Kernel) -> bool:
+        n = dim_sizes.get(a.domain.hdim) if dim_sizes is not None and a.domain.hdim else None
+        if n is None or n >= limit:
+            return True
+        if decisions is not None:
+            why = f"not fused into one column walk: {n:,} {a.domain.hdim} columns < fuse_scan_min_columns {limit:,}"
+            decisions.append(tuned.Decision(f"{a.name} + {b.name}", tuned.NOT_FUSED, why))
+        return False
+
+    return fuse_kernels(program, schedule.fuse_columns, walk_ok if limit else None)
 
 
 def hoist_per_launch(program: ir.ProgramIR, launches: dict[str, KernelLaunch]) -> ir.ProgramIR:
@@ -79,7 +98,7 @@ def gpu_passes(
     resolved once; ScheduleError before any code is generated. With the call's horizontal
     `dim_sizes`, the schedule's tuned entries apply where they hold (tuned.py; a decision per
     tuned kernel is appended to `decisions`)."""
-    scheduled = fuse(program, schedule)
+    scheduled = fuse(program, schedule, dim_sizes, decisions)
     if dim_sizes is not None:
         schedule, said = tuned.applied(schedule, scheduled, dim_sizes)
         if decisions is not None:
@@ -88,14 +107,18 @@ def gpu_passes(
     return scheduled, hoist_per_launch(scheduled, launches), launches
 
 
-def stages(lowered: ir.ProgramIR, schedule: ProgramSchedule | None = None, vendor: str | None = None) -> list[tuple[str, str, ir.ProgramIR]]:
-    """(pass, what it does, IR after it) from the lowered IR on; the GPU passes with a schedule."""
+def stages(
+    lowered: ir.ProgramIR, schedule: ProgramSchedule | None = None, vendor: str | None = None,
+    dim_sizes: Mapping[str, int] | None = None,
+) -> list[tuple[str, str, ir.ProgramIR]]:  # fmt: skip
+    """(pass, what it does, IR after it) from the lowered IR on; the GPU passes with a schedule
+    (at `dim_sizes`, the grid's horizontal sizes, where given)."""
     policy = schedule.inline if schedule is not None else "auto"
     out = [("lower", "GT4Py's GTIR after its passes, as kernel IR", lowered)]
     for p in TRANSLATE_PASSES:
         out.append((p.name, p.what, p.run(out[-1][2], policy)))
     if schedule is not None and vendor is not None:
-        scheduled, final, _ = gpu_passes(out[-1][2], schedule, vendor)
+        scheduled, final, _ = gpu_passes(out[-1][2], schedule, vendor, dim_sizes)
         out.append(("fuse", "neighbouring maps over one domain merged, a map run in the scan before it (schedule's `fuse`)", scheduled))
         out.append(("hoist per launch", "level-invariant loads out of level loops (k_per_thread > 1)", final))
     return out

@@ -190,6 +190,11 @@ class ProgramSchedule:
     # with `fuse`: a map that reads another map's outputs in its own column one level up or down
     # runs with it as one column walk (a thread per column, values in registers; fuse.py)
     fuse_columns: bool = False
+    # with `fuse`: a map joins a scan (or becomes a column walk) only where the call's grid has at
+    # least this many columns (0: at any size). Those fusions run the map's levels one after the
+    # other in one thread per column, so a grid with fewer columns than the GPU holds threads
+    # leaves it underfilled (fuse.py; the default's value: VENDOR_SCAN_MIN_COLUMNS)
+    fuse_scan_min_columns: int = 0
     # temporaries recomputed in their readers (icoforge.backend.inline, every target): "auto" (where
     # the byte model says it moves fewer bytes), "all" (wherever legal) or "off"
     inline: str = "auto"
@@ -213,6 +218,9 @@ class ProgramSchedule:
         object.__setattr__(self, "fuse", tuple(sorted(set(fuse))))
         if not isinstance(self.fuse_columns, bool):
             raise ScheduleError(f"fuse_columns: true or false, got {self.fuse_columns!r}")
+        n = self.fuse_scan_min_columns
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ScheduleError(f"fuse_scan_min_columns: a column count >= 0 (0: any size), got {n!r}")
         if not isinstance(self.use_tuned, bool):
             raise ScheduleError(f"tuned: true or false, got {self.use_tuned!r}")
 
@@ -246,6 +254,8 @@ class ProgramSchedule:
             d["fuse"] = list(self.fuse)
         if self.fuse_columns:
             d["fuse_columns"] = True
+        if self.fuse_scan_min_columns:
+            d["fuse_scan_min_columns"] = self.fuse_scan_min_columns
         if self.inline != "auto":
             d["inline"] = self.inline
         if self.use_tuned:
@@ -254,7 +264,7 @@ class ProgramSchedule:
 
     @classmethod
     def from_json(cls, d: dict) -> "ProgramSchedule":
-        keys = ("default", "per_kernel", "per_program", "smem_limit_bytes", "fuse", "fuse_columns", "inline", "tuned")
+        keys = ("default", "per_kernel", "per_program", "smem_limit_bytes", "fuse", "fuse_columns", "fuse_scan_min_columns", "inline", "tuned")
         if unknown := set(d) - set(keys):
             raise ScheduleError(f"unknown program-schedule keys {sorted(unknown)}; valid: {', '.join(keys)}")
         return cls(
@@ -264,6 +274,7 @@ class ProgramSchedule:
             smem_limit_bytes=d.get("smem_limit_bytes"),
             fuse=d.get("fuse", ()),
             fuse_columns=d.get("fuse_columns", False),
+            fuse_scan_min_columns=d.get("fuse_scan_min_columns", 0),
             inline=d.get("inline", "auto"),
             use_tuned=d.get("tuned", False),
         )
@@ -326,12 +337,23 @@ VENDOR_FUSE: dict[str, tuple[str, ...]] = {
     "hip": (),
 }
 
+# The default's fuse_scan_min_columns. The predictor solver fused runs its largest map inside the
+# backward sweep, one thread per column. On REGIONAL/80 (44,640 columns) the step was 1.3 % faster
+# with the predictor not fused at all (benchmarks/h200-2026-12-04-s25, one run, bit-identical); the
+# corrector fused the same way lost 17 % per call there and 5 % on R2B6/120 (-s23). On R2B6/80
+# (327,680 columns) the predictor's fusion saved 0.79 ms per step (-s17). Below the threshold the
+# default keeps the predictor's map fusions (k0to1, k2to5: a thread per point still) and refuses
+# only the walk (k7to9); that form has not been timed yet. The threshold is about the H200's
+# resident threads (132 SMs x 2,048 = 270,336): grids between 44,640 and 327,680 columns are not
+# measured. HIP: nothing fused by default.
+VENDOR_SCAN_MIN_COLUMNS: dict[str, int] = {"cuda": 262_144, "hip": 0}
+
 
 def default_program_schedule(vendor: str) -> "ProgramSchedule":
     """The schedule a program gets when none is given: the vendor's block shape and fusions."""
     if vendor not in VENDOR_DEFAULTS:
         raise ScheduleError(f"unknown GPU vendor {vendor!r}: {' or '.join(VENDOR_DEFAULTS)}")
-    return ProgramSchedule(default=VENDOR_DEFAULTS[vendor], fuse=VENDOR_FUSE[vendor])
+    return ProgramSchedule(default=VENDOR_DEFAULTS[vendor], fuse=VENDOR_FUSE[vendor], fuse_scan_min_columns=VENDOR_SCAN_MIN_COLUMNS[vendor])
 
 
 # ---------------------------------------------------------------------------------------------

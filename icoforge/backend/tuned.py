@@ -116,18 +116,19 @@ def for_device(vendor: str, device: str | None, entries: tuple[TunedKernel, ...]
     return tuple(e for e in (load() if entries is None else entries) if e.vendor == vendor and e.device == device)
 
 
-# What `applied` did with an entry in a program (`Decision.status`).
-APPLIED, CODE_CHANGED, OTHER_SIZES, NO_SUCH_KERNEL, NAMED_BY_SCHEDULE = (
-    "applied", "code changed", "size class", "no such kernel", "named by the schedule",
+# What `applied` did with an entry in a program (`Decision.status`); NOT_FUSED: a fusion the
+# schedule's column-count rule refused at the call's size (pipeline.fuse), logged the same way
+APPLIED, CODE_CHANGED, OTHER_SIZES, NO_SUCH_KERNEL, NAMED_BY_SCHEDULE, NOT_FUSED = (
+    "applied", "code changed", "size class", "no such kernel", "named by the schedule", "not fused",
 )  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
 class Decision:
-    """One tuned entry in one compiled program: its status and, for the log, why."""
+    """One tuned entry (or one refused fusion) in one compiled program: its status and, for the log, why."""
 
     kernel: str
-    status: str  # APPLIED, CODE_CHANGED, OTHER_SIZES, NO_SUCH_KERNEL or NAMED_BY_SCHEDULE
+    status: str  # APPLIED, CODE_CHANGED, OTHER_SIZES, NO_SUCH_KERNEL, NAMED_BY_SCHEDULE or NOT_FUSED
     why: str  # the log's words after the kernel's name
 
     def __str__(self) -> str:

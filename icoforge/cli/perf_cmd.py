@@ -228,6 +228,7 @@ def _floors_table(floors, bw: float) -> Table:
 
 def _kernel_names(args: argparse.Namespace, grid, static_values: dict[str, str], backend: str) -> tuple[list[str], object]:
     from icoforge.backend import pipeline
+    from icoforge.backend.tuned import dim_sizes_of
     from icoforge.perf.model import program_cost
     from icoforge.perf.sizes import suite_sizes
     from icoforge.perf.static import suite_program_ir
@@ -243,7 +244,8 @@ def _kernel_names(args: argparse.Namespace, grid, static_values: dict[str, str],
     overrides, statics = static_variant(info, "icon4py", static_values)
     sizes = dataclasses.replace(sizes, scalars={**sizes.scalars, **overrides})
     pir = suite_program_ir(info, grid, sizes.scalars, statics)
-    pir = pipeline.fuse(pir, schedule_from_env(schedule_vendor(backend)))
+    # at the grid's sizes: the default fuses a column walk only on grids with enough columns
+    pir = pipeline.fuse(pir, schedule_from_env(schedule_vendor(backend)), dim_sizes_of(grid.connectivities))
     return [k.name for k in pir.kernels()], program_cost(pir, sizes)
 
 

@@ -167,21 +167,21 @@ def schedule_descriptions(pir: Any, target: str, schedule: Any) -> dict[str, str
     return {name: la.describe() for name, la in resolve(pir, schedule, target).items()}
 
 
-def pipeline_pages(inp: Any, target: str, schedule: Any) -> list[Page]:
+def pipeline_pages(inp: Any, target: str, schedule: Any, dim_sizes: Any = None) -> list[Page]:
     """The kernel IR after each pass, in the order the compiler runs them (GPU passes with the
-    schedule of the code pages)."""
+    schedule of the code pages, at the grid's sizes)."""
     from icoforge.backend import pipeline, workflow
 
     lowered = workflow.lower_gtir(inp, workflow.cached_passes(inp)[0])
     vendor = None if target == "cpp" else target
     return [Page("pipeline", f"{n}. after `{name}`: {what}", str(pir)) for n, (name, what, pir)
-            in enumerate(pipeline.stages(lowered, schedule, vendor), 1)]  # fmt: skip
+            in enumerate(pipeline.stages(lowered, schedule, vendor, dim_sizes), 1)]  # fmt: skip
 
 
 # --- generated code ------------------------------------------------------------------------------
 
 
-def code_pages(pir: Any, target: str, schedule: Any) -> list[Page]:
+def code_pages(pir: Any, target: str, schedule: Any, dim_sizes: Any = None) -> list[Page]:
     pages = []
     if target == "cpp":
         from icoforge.backend.codegen.cpp import render_kernel_cpp
@@ -193,7 +193,10 @@ def code_pages(pir: Any, target: str, schedule: Any) -> list[Page]:
     from icoforge.backend.codegen.host import render_host_plan
     from icoforge.backend.pipeline import gpu_passes
 
-    _, final, launches = gpu_passes(pir, schedule, target)
+    decisions: list = []
+    _, final, launches = gpu_passes(pir, schedule, target, dim_sizes, decisions)
+    if refused := [str(d) for d in decisions if d.status == "not fused"]:  # the column-count rule at this grid's size
+        pages.append(Page("code", f"fusions refused at this grid's size ({len(refused)})", "\n".join(refused)))
     lexer = "cuda" if target == "cuda" else "cpp"
     for k in final.kernels():
         pages.append(Page("code", f"{target.upper()} of {k.name}", render_kernel_gpu(k, final, launches[k.name], target), lexer))
@@ -273,8 +276,11 @@ def explain(
             schedule = ProgramSchedule(inline=inline_policy)
         else:
             schedule = gpu_schedule(target, settings, inline_policy)
+        from icoforge.backend.tuned import dim_sizes_of
+
+        dim_sizes = dim_sizes_of(inp.args.offset_provider)  # the fusions' column-count rule
         if "pipeline" in stages:
-            pages.extend(pipeline_pages(inp, target, schedule))
+            pages.extend(pipeline_pages(inp, target, schedule, dim_sizes))
         if "ir" in stages:
             costs = program_cost(pir, sizes)
             title = f"kernel IR ({len(pir.kernels())} kernels; costs on {grid.name}/{grid.num_levels} levels)"
@@ -283,7 +289,7 @@ def explain(
             if decisions is not None:  # programs GT4Py left temporaries in
                 pages.append(decisions)
         if "code" in stages:
-            pages.extend(code_pages(pir, target, schedule))
+            pages.extend(code_pages(pir, target, schedule, dim_sizes))
         if diff is not None:
             pages.append(diff_page(pir, target, settings, parse_diff_spec(diff)))
     return pages

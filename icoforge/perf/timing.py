@@ -156,8 +156,11 @@ def time_gpu_kernels(
     from icoforge.backend.gpu import gpu_artifact
     from icoforge.backend.schedule import default_program_schedule
 
+    from icoforge.backend.tuned import dim_sizes_of
+
     schedule = schedule or default_program_schedule(vendor)
-    fn = gpu_artifact(program, vendor, schedule).load()
+    # at the grid's sizes, as a GT4Py call compiles it (the fusions' column-count rule)
+    fn = gpu_artifact(program, vendor, schedule, dim_sizes=dim_sizes_of(offset_provider)).load()
     pos = positional(program, args)
     return time_loaded_gpu_kernels(fn, lambda: fn(*pos, offset_provider=offset_provider), cp, repeat, warmup)
 

@@ -100,7 +100,7 @@ nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=
   echo "== tuned kernel schedules per run (the compile log's [icoforge] lines) =="
   for f in $W/gl-$TAG-*.log; do
     echo "$(basename $f .log): $(grep -c 'tuned schedule applied' $f) applied, $(grep -c ': not applied' $f) not"
-    grep ': not applied\|static arguments' $f | sort -u | cut -c1-240
+    grep ': not applied\|static arguments\|not fused into' $f | sort -u | cut -c1-240
   done
   cat $W/clocks-start.csv $W/clocks-end.csv
 } > $OUT/summary.txt 2>&1

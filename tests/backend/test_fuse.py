@@ -170,6 +170,24 @@ def test_map_reading_finished_levels_runs_in_the_scan_and_the_temporary_goes():
     assert k.body[-1] == ir.Let(ir.Var("t_prev", "float64"), S, declared=True)  # the window moves last
 
 
+def test_a_column_walk_is_fused_only_on_grids_with_enough_columns():
+    from icoforge.backend import pipeline, tuned
+
+    above = ir.Select(ir.Binary("less", ir.Binary("plus", ir.KIndex(), c(1), "int32"), c(4), "bool"), load("t", dk=1), load("b"), "float64")
+    p = dataclasses.replace(program([scan("p_k0"), kernel("p_k1", store("out", add(load("t"), above)))]), name="prog")
+    schedule = ProgramSchedule(fuse=("prog",), fuse_scan_min_columns=1000)
+    said = []
+    assert names(pipeline.fuse(p, schedule, {"Cell": 999, "Edge": 5000}, said)) == ["p_k0", "p_k1"]
+    (d,) = said
+    assert d.status == tuned.NOT_FUSED and str(d) == "p_k0 + p_k1: not fused into one column walk: 999 Cell columns < fuse_scan_min_columns 1,000"
+    assert names(pipeline.fuse(p, schedule, {"Cell": 1000}, said)) == ["p_k0to1"] and len(said) == 1
+    assert names(pipeline.fuse(p, schedule)) == ["p_k0to1"]  # no sizes (explain of a bare program): fused
+    assert names(pipeline.fuse(p, dataclasses.replace(schedule, fuse_scan_min_columns=0), {"Cell": 8})) == ["p_k0to1"]
+    # maps over one domain are fused at any size: they keep a thread per point
+    maps = dataclasses.replace(program([kernel("p_k0", store("t", load("a"))), kernel("p_k1", store("out", load("t")))]), name="prog")
+    assert names(pipeline.fuse(maps, schedule, {"Cell": 8})) == ["p_k0to1"]
+
+
 def test_a_value_stored_before_the_state_moves_on_is_copied():
     # the scan stores its state, then updates it: the map must see the stored value, not the new state
     body = (store("t", S), ir.Let(S, add(S, load("a")), declared=True))
@@ -308,6 +326,26 @@ def test_fuse_is_schedule_data():
         ProgramSchedule(fuse_columns="yes")
     with pytest.raises(ScheduleError, match="valid: default, per_kernel"):
         ProgramSchedule.from_json({"fuse_colums": True})
+    narrow = ProgramSchedule(fuse="*", fuse_scan_min_columns=262144)
+    assert ProgramSchedule.loads(narrow.dumps()) == narrow and narrow.to_json()["fuse_scan_min_columns"] == 262144
+    assert "fuse_scan_min_columns" not in ProgramSchedule(fuse="*").to_json()  # 0: any size
+    for bad in (-1, True, 2.5):
+        with pytest.raises(ScheduleError, match="fuse_scan_min_columns: a column count >= 0"):
+            ProgramSchedule(fuse_scan_min_columns=bad)
+
+
+def test_the_cuda_default_fuses_column_walks_only_on_large_grids(monkeypatch):
+    from icoforge.backend.schedule import VENDOR_SCAN_MIN_COLUMNS, default_program_schedule
+
+    cuda = default_program_schedule("cuda")
+    # REGIONAL's 44,640 columns: the predictor unfused was faster; R2B6's 327,680: fused was
+    assert 44_640 < cuda.fuse_scan_min_columns == VENDOR_SCAN_MIN_COLUMNS["cuda"] <= 327_680
+    assert default_program_schedule("hip").fuse_scan_min_columns == 0
+    # a schedule given as JSON fuses what it names at any size, unless it says otherwise
+    monkeypatch.setenv("ICOFORGE_SCHEDULE", '{"fuse": ["*"]}')
+    assert schedule_from_env("cuda").fuse_scan_min_columns == 0
+    monkeypatch.setenv("ICOFORGE_SCHEDULE", '{"fuse": ["*"], "fuse_scan_min_columns": 5}')
+    assert schedule_from_env("cuda").fuse_scan_min_columns == 5
 
 
 def test_schedule_from_the_environment(monkeypatch, tmp_path):

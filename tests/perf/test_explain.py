@@ -101,3 +101,13 @@ def test_cli_explain_piped(tiny_grid, capsys):
     assert "======== [ir] kernel IR (1 kernels; costs on R2B3/10 levels) ========" in out
     assert "read 0.410 MB (tables 0.000 MB), written 0.410 MB; 0 flop" in out
     assert "======== [code] C++ of copy_cell_kdim_field_to_vp_k0 ========" in out
+
+
+def test_code_pages_say_which_fusion_the_grid_is_too_small_for(tiny_grid):
+    # the CUDA default runs the predictor's back substitution and the map after it as one column
+    # walk only on grids with fuse_scan_min_columns columns: the pages show the code as compiled
+    pages = explain("vertically_implicit_solver_at_predictor_step", tiny_grid, "cuda", ["code"])
+    (refused,) = [p for p in pages if p.title.startswith("fusions refused")]
+    assert "vert_impl_solv_pred_step_k7 + vert_impl_solv_pred_step_k9: not fused into one column walk" in refused.text
+    titles = [p.title for p in pages]
+    assert "CUDA of vert_impl_solv_pred_step_k7" in titles and not any("k7to9" in t for t in titles)

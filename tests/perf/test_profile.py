@@ -116,15 +116,21 @@ def test_cli_prints_ncu_command(tiny_grid, capsys):
 
 
 def test_cli_profiles_the_kernels_as_the_schedule_fuses_them(tiny_grid, capsys, monkeypatch):
-    # the CUDA default fuses the predictor solver (8 -> 4 kernels): ncu must be told those names,
-    # and with --schedule (here: no fusion) the names the profiled `icoforge run` then compiles
+    # ncu must be told the names the profiled `icoforge run` compiles: as its schedule fuses them,
+    # at the grid's size. The CUDA default fuses the predictor solver's maps at any size, and its
+    # backward sweep with the map after it only on grids with fuse_scan_min_columns columns (R2B3
+    # has fewer); a --schedule that names the program fuses at any size; '{"fuse": []}' nothing
     monkeypatch.setenv("ICOFORGE_SCHEDULE", "")  # --schedule sets it; restored after the test
     argv = ["profile", "vertically_implicit_solver_at_predictor_step", "--tool", "ncu", "--grid", "R2B3", "--levels", "10"]
-    assert main(argv) == 0
-    fused = re.search(r"regex:\^\(([^)]*)\)", capsys.readouterr().out).group(1).split("|")
+
+    def names(*extra):
+        assert main([*argv, *extra]) == 0
+        return re.search(r"regex:\^\(([^)]*)\)", capsys.readouterr().out).group(1).split("|")
+
+    assert names() == [f"vert_impl_solv_pred_step_k{k}" for k in ("0to1", "2to5", "6", "7", "9")]
+    fused = names("--schedule", '{"fuse": ["vertically_implicit_solver_at_predictor_step"]}')
     assert fused == [f"vert_impl_solv_pred_step_k{k}" for k in ("0to1", "2to5", "6", "7to9")]
-    assert main([*argv, "--schedule", '{"fuse": []}']) == 0
-    unfused = re.search(r"regex:\^\(([^)]*)\)", capsys.readouterr().out).group(1).split("|")
+    unfused = names("--schedule", '{"fuse": []}')
     assert len(unfused) == 8 and "vert_impl_solv_pred_step_k6" in unfused and not any("to" in n for n in unfused)
 
 
