@@ -266,6 +266,8 @@ def run_greenline(
             setup_hold.close()
             # inside: a cold cache's generated sources are read for kernel counts
             comparisons = measure(granules, opts, inputs, recorded, lock, progress, log, floor_model)
+            if lock:  # measured: the rest of this process (reports, exit) beside no one's measurement
+                lock.shared_until_exit(", ".join(opts.backends))
             for g in granules:
                 g.result.substep_fusion = g.fusion_summary(byte_model)
 

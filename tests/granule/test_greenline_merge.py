@@ -326,6 +326,35 @@ def test_gpu_lock_waits_for_another_process(tmp_path):
         holder.wait(10)
 
 
+def test_gpu_lock_a_finished_process_holds_it_shared_until_it_exits(tmp_path):
+    """After its measurement a process keeps the lock shared until it exits: the next measurement
+    starts after that exit, not beside the first process's reports and teardown."""
+    path = tmp_path / "gpu.lock"
+    finisher = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\nfrom icoforge.granule.gpulock import GpuLock\n"
+            f"lock = GpuLock({str(path)!r})\n"
+            "with lock.hold('dace_gpu', 'timed steps'):\n    pass\n"
+            "lock.shared_until_exit('dace_gpu')\nprint('measured', flush=True)\ntime.sleep(0.6)\n"
+            "print('exiting', flush=True)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert finisher.stdout.readline().strip() == "measured"
+        lines: list[str] = []
+        with GpuLock(path, lines.append).hold("icoforge-cuda", "timed steps") as waited:
+            # the finisher said goodbye before this measurement could start
+            assert finisher.stdout.readline().strip() == "exiting"
+        assert waited >= 0.3
+        assert any(line.startswith("icoforge-cuda: waiting for the GPU lock") for line in lines)
+    finally:
+        finisher.wait(10)
+
+
 def test_gpu_lock_refuses_a_bad_path_early(tmp_path):
     with pytest.raises(IcoforgeError, match="--gpu-lock"):
         GpuLock(tmp_path / "missing-dir" / "gpu.lock").check()
