@@ -343,8 +343,9 @@ VENDOR_FUSE: dict[str, tuple[str, ...]] = {
 # corrector fused the same way lost 17 % per call there and 5 % on R2B6/120 (-s23). On R2B6/80
 # (327,680 columns) the predictor's fusion saved 0.79 ms per step (-s17). Below the threshold the
 # default keeps the predictor's map fusions (k0to1, k2to5: a thread per point still) and refuses
-# only the walk (k7to9). Timed once in that form (-s26, one run): not decided, that run measured in a
-# slower machine state; the predictor unfused beat the walk fused again there. The threshold is about the H200's
+# only the walk (k7to9). Timed once in that form (-s26): its middle and last substeps equal the walk
+# fused, the predictor unfused 2 % faster than both; not decided (its profile ran in a slow machine
+# state, its first substep +6 %). The threshold is about the H200's
 # resident threads (132 SMs x 2,048 = 270,336): grids between 44,640 and 327,680 columns are not
 # measured. HIP: nothing fused by default.
 VENDOR_SCAN_MIN_COLUMNS: dict[str, int] = {"cuda": 262_144, "hip": 0}

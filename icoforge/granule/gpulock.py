@@ -12,9 +12,9 @@ also exclude each other, and the kernel releases the lock when a process dies.
 
 A process that has measured holds the lock shared until it exits (`shared_until_exit`): its
 reports, its JSON and its interpreter's teardown (CuPy's pools, DaCe's modules) stay out of the next
-process's measurement. H200 session 26: one of four runs measured within two seconds of each other
-had twice the others' host time per program call and an 11 % slower corrector solver (the same
-kernels in all four runs), most likely beside another process's teardown.
+process's measurement. H200 session 26: of four runs measured within two seconds of each other, one
+was profiled with twice the others' host time per program call and 1.47x their device time on the
+same single-kernel programs, most likely beside another process's teardown.
 
 The lock file holds, while locked, who holds it (pid, backend, phase): a waiting process names
 its blocker in its log line.

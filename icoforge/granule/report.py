@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import statistics
 from collections.abc import Iterator
 from typing import Any
 
@@ -345,6 +346,8 @@ def sections(data: Data) -> Iterator[TableSpec | str]:
     if data.get("verification"):
         yield verification_table(data)
     yield steps_table(data)
+    if note := machine_state_note(data):
+        yield note
     for b in data["backends"]:
         if floors := b.get("floors"):
             yield floors_note(b["backend"], floors, _dycore_step_ms(data, b))
@@ -357,6 +360,45 @@ def sections(data: Data) -> Iterator[TableSpec | str]:
             yield f"[yellow]{b['backend']}: compiled by the fallback backend:[/yellow] " + "; ".join(b["fallbacks"])
         if b.get("substep_fusion"):
             yield substep_fusion_table(b)
+
+
+# Runs of one backend side by side (labelled A/B runs, "icoforge-cuda (walk)") differ in their
+# schedules, not in the machine. Programs with one kernel in every run are mostly the same code in
+# each, so their device time per call in the profile should agree; a run above the others on most of
+# them was profiled in a slower machine state (small programs' device time holds the host's latency
+# too), and its program rows, perhaps its step, mean little beside the others'. H200 session 26: the
+# default's run 1.47x its two A/Bs (median over ten programs), its host time per call twice theirs;
+# session 22: the per-call temporaries' run 1.50x (expected: it allocates in every call).
+MACHINE_STATE_SPREAD = 1.10  # run-to-run spread of one machine state is about +-5 % per program
+
+
+def machine_state_note(data: Data) -> str | None:
+    """A warning naming each run whose per-program profile ran in a slower machine state than the
+    other runs of its backend (see MACHINE_STATE_SPREAD), or None."""
+    groups: dict[str, list[Data]] = {}
+    for b in data["backends"]:
+        base = b["backend"].removesuffix(f" ({b['label']})") if b.get("label") else b["backend"]
+        groups.setdefault(base, []).append(b)
+    slow, counts = [], set()
+    for runs in groups.values():
+        single = [{p["name"]: p["device_ms"] for p in r.get("programs") or [] if p.get("kernels") == 1 and p.get("device_ms")}
+                  for r in runs]  # fmt: skip
+        common = set.intersection(*(set(d) for d in single)) if len(runs) > 1 else set()
+        if len(common) < 3:
+            continue
+        for i, (run, mine) in enumerate(zip(runs, single)):
+            others = [d for j, d in enumerate(single) if j != i]
+            ratio = statistics.median(mine[n] / statistics.median(d[n] for d in others) for n in sorted(common))
+            if ratio > MACHINE_STATE_SPREAD:
+                slow.append(f"{run['backend']} {ratio:.2f}x")
+                counts.add(len(common))
+    if not slow:
+        return None
+    return (f"[yellow]slower machine state?[/yellow] device time per call of the {'/'.join(map(str, sorted(counts)))} "
+            "single-kernel programs in the profile, against the other runs of the same backend "
+            f"(median ratio): {', '.join(slow)}. Unless that run's schedule or runtime settings change those "
+            "programs (per-call temporaries, host graphs), it was profiled on a slower machine: its program rows, "
+            "and perhaps its step, mean little beside the others'")  # fmt: skip
 
 
 def floors_note(backend: str, floors: Data, step_ms: float) -> str:

@@ -451,3 +451,38 @@ def test_gpu_lock_option_reaches_greenline_options(tmp_path, monkeypatch, capsys
     with contextlib.suppress(SystemExit):
         main(["greenline", "--help"])
     assert "--gpu-lock" in capsys.readouterr().out
+
+
+def _profiled(backend: str, label: str | None, device_ms: dict[str, float]) -> dict:
+    b = {"backend": f"{backend} ({label})" if label else backend,
+         "programs": [{"name": n, "kernels": 1, "device_ms": ms} for n, ms in device_ms.items()]}  # fmt: skip
+    b["programs"].append({"name": "fused_program", "kernels": 4, "device_ms": 1.0})  # not a single kernel: ignored
+    return b | ({"label": label} if label else {})
+
+
+def test_machine_state_note_names_a_run_profiled_on_a_slower_machine():
+    """Labelled runs of one backend: a run whose single-kernel programs took 1.3x the others' is
+    named; the same programs of another backend (dace_gpu, slower by its own code) are never compared."""
+    base = {"a": 0.20, "b": 0.05, "c": 0.10, "d": 0.04}
+    close = {n: ms * 1.03 for n, ms in base.items()}
+    slow = {n: ms * 1.3 for n, ms in base.items()} | {"d": 0.04}  # most programs slow, one not
+    data = {"backends": [_profiled("icoforge-cuda", "opt", slow), _profiled("dace_gpu", None, {n: 2 * ms for n, ms in base.items()}),
+                         _profiled("icoforge-cuda", "walk", base), _profiled("icoforge-cuda", "nopred", close)]}  # fmt: skip
+    note = report.machine_state_note(data)
+    assert note is not None and "icoforge-cuda (opt) 1.2" in note and "the 4 single-kernel programs" in note
+    assert "walk" not in note and "nopred" not in note and "dace_gpu" not in note
+    # runs within the spread of one machine state, or a backend run once: no note
+    data["backends"][0] = _profiled("icoforge-cuda", "opt", {n: ms * 0.97 for n, ms in base.items()})
+    assert report.machine_state_note(data) is None
+    assert report.machine_state_note({"backends": [_profiled("icoforge-cuda", None, base), _profiled("dace_gpu", None, slow)]}) is None
+    # the note is printed right under the step table of a merged report
+    runs = [label_report(report.as_data(_report(_result("icoforge-cuda", 1.0))), label) for label in ("opt", "walk")]
+    for run, scale in zip(runs, (1.5, 1.0)):
+        run["backends"][0]["programs"] = [{**p, "kernels": 1, "device_ms": scale * 0.1 * (i + 1)} for i, p in
+                                          enumerate(3 * run["backends"][0]["programs"])]  # fmt: skip
+        for i, p in enumerate(run["backends"][0]["programs"]):
+            p["name"] += f"_{i}"
+    order = [s if isinstance(s, str) else s.title for s in report.sections(merge_reports([("a.json", runs[0]), ("b.json", runs[1])]))]
+    at = next(i for i, s in enumerate(order) if "slower machine state" in s)
+    assert "icoforge-cuda (opt) 1.50x" in order[at] and order[at - 1] == report.steps_table(runs[0]).title
+    assert not any("slower machine state" in s for s in order if s is not order[at])
