@@ -50,10 +50,9 @@ class GpuLock:
         except OSError as e:
             raise IcoforgeError(f"--gpu-lock {self.path}: {e.strerror or e}") from e
 
-    @contextlib.contextmanager
-    def _flock(self, mode: int, waiting: Callable[[str], str]) -> Iterator[int]:
-        """The lock in `mode` (LOCK_EX or LOCK_SH) on a descriptor of its own, released on exit.
-        When it must wait, logs `waiting(holder)` first (holder: the lock file's note, or "")."""
+    def _acquire(self, mode: int, waiting: Callable[[str], str]) -> int:
+        """A descriptor of its own holding the lock in `mode` (LOCK_EX or LOCK_SH). When it must
+        wait, logs `waiting(holder)` first (holder: the lock file's note, or "")."""
         fd = self._open()
         try:
             try:
@@ -61,11 +60,19 @@ class GpuLock:
             except BlockingIOError:
                 self.log(waiting(_read_holder(fd)))
                 fcntl.flock(fd, mode)
-            try:
-                yield fd
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    @contextlib.contextmanager
+    def _flock(self, mode: int, waiting: Callable[[str], str]) -> Iterator[int]:
+        """`_acquire`, released on exit."""
+        fd = self._acquire(mode, waiting)
+        try:
+            yield fd
         finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 
     @contextlib.contextmanager
@@ -97,7 +104,6 @@ class GpuLock:
         with self._flock(fcntl.LOCK_SH, waiting):
             yield
 
-
     def shared_until_exit(self, who: str) -> None:
         """Hold the lock shared from now until this process exits (the kernel releases it then):
         after `who` has measured, so nothing it still does overlaps another process's measurement.
@@ -106,18 +112,7 @@ class GpuLock:
         def waiting(holder: str) -> str:
             return f"{who}: finishing waits for a measurement to end" + (f" ({holder})" if holder else "")
 
-        fd = self._open()
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.log(waiting(_read_holder(fd)))
-            fcntl.flock(fd, fcntl.LOCK_SH)
-        # the descriptor is left open on purpose: it lives (and locks) as long as the process
-        _held_until_exit.append(fd)
-
-
-# descriptors of `shared_until_exit`, kept referenced so no one closes them before exit
-_held_until_exit: list[int] = []
+        self._acquire(fcntl.LOCK_SH, waiting)  # the descriptor stays open, and locked, until exit
 
 
 def _read_holder(fd: int) -> str:

@@ -210,9 +210,10 @@ def run_greenline(
 
     # setup holds the lock shared: no other process measures while this one sets up, and this one
     # measures only when no other is setting up (their GPU transfers and compiling would be timed too)
+    who = ", ".join(opts.backends)  # the lock's log lines
     with contextlib.ExitStack() as setup_hold:
         if lock:
-            setup_hold.enter_context(lock.setting_up(", ".join(opts.backends)))
+            setup_hold.enter_context(lock.setting_up(who))
         common: dict[str, float] = {}
         progress("loading grid", 0, 0)
         t0 = time.perf_counter()
@@ -267,7 +268,7 @@ def run_greenline(
             # inside: a cold cache's generated sources are read for kernel counts
             comparisons = measure(granules, opts, inputs, recorded, lock, progress, log, floor_model)
             if lock:  # measured: the rest of this process (reports, exit) beside no one's measurement
-                lock.shared_until_exit(", ".join(opts.backends))
+                lock.shared_until_exit(who)
             for g in granules:
                 g.result.substep_fusion = g.fusion_summary(byte_model)
 
