@@ -135,6 +135,7 @@ def cmd_greenline(args: argparse.Namespace) -> int:
         use_schedule(args.schedule)
     if ranks_cmd.wanted(args):  # decomposed over MPI ranks (starts mpirun outside MPI)
         return ranks_cmd.run(args)
+    ranks_cmd.refuse_ranks_options(args)
     if args.rtol is None:  # --ranks has its own default
         args.rtol = DEFAULT_RTOL
     opts = common_args.options(GreenlineOptions, args, backends=tuple(dict.fromkeys([args.backend, *args.compare])))

@@ -38,6 +38,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "through the host), auto: ghex if installed (default)")  # fmt: skip
     g.add_argument("--decomposer", choices=DECOMPOSERS, default="metis",
                    help="cell partition: metis (icon4py's MetisDecomposer, pymetis; bfs without it) or bfs")  # fmt: skip
+    g.add_argument("--compile-in-turn", action="store_true",
+                   help="the ranks build their programs one after another, each with all cores' compile workers, "
+                   "then run together (N ranks compiling at once take far longer than N times one rank: "
+                   "dace_gpu on 4 ranks)")  # fmt: skip
     g.add_argument("--mpirun", default="mpirun", help="launcher command for --ranks outside MPI (default mpirun)")
     # set by the launcher when its own output is not a terminal: Open MPI gives each rank a pty,
     # so rank 0 would draw a live progress bar into a log file
@@ -68,6 +72,19 @@ def refuse_one_process_options(args: argparse.Namespace) -> None:
         raise IcoforgeError(f"--ranks does not take {', '.join(given)} (options of one process's greenline)")
 
 
+# and the other way round: options of a decomposed run that one process would drop
+RANKS_ONLY = {
+    "exchange": ("--exchange", "auto"), "decomposer": ("--decomposer", "metis"),
+    "compile_in_turn": ("--compile-in-turn", False), "mpirun": ("--mpirun", "mpirun"),
+}  # fmt: skip
+
+
+def refuse_ranks_options(args: argparse.Namespace) -> None:
+    given = [flag for name, (flag, unset) in RANKS_ONLY.items() if getattr(args, name, unset) != unset]
+    if given:
+        raise IcoforgeError(f"{', '.join(given)} need --ranks N (options of a run decomposed over MPI ranks)")
+
+
 def wanted(args: argparse.Namespace) -> bool:
     return args.ranks is not None or (world_size() or 1) > 1
 
@@ -93,8 +110,9 @@ def launch_command(args: argparse.Namespace, argv: list[str]) -> tuple[list[str]
     env.setdefault("OMP_NUM_THREADS", cores_per_rank)
     # every rank compiles its own programs in GT4Py's process pool, which takes min(cores, 32)
     # workers by default: 4 ranks on the 16-core H200 host started 64 of them (session 11: the
-    # 4-rank construct took 88 s against 22 s for one rank, and was still compiling at the deadline)
-    env.setdefault("GT4PY_BUILD_JOBS", cores_per_rank)
+    # 4-rank construct took 88 s against 22 s for one rank, and was still compiling at the deadline).
+    # With --compile-in-turn one rank compiles at a time, with all the cores
+    env.setdefault("GT4PY_BUILD_JOBS", str(os.cpu_count() or 1) if args.compile_in_turn else cores_per_rank)
     return [*cmd, sys.executable, "-m", "icoforge", *argv], env
 
 

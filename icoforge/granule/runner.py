@@ -196,6 +196,8 @@ class Granule:
         self._construct_started_at = 0.0
         self._submitted: list[tuple[float, str]] = []  # (seconds after construction began, task)
         self._nvrtc_s = 0.0
+        self._fallbacks_before = 0  # FALLEN_BACK's length when build began
+        self.build_window = (0.0, 0.0)  # wall clock (time.time()) when build began and ended
         self.exchange: Any = None  # icon4py's halo exchange runtime; None: single node (decomposed: ranks.py)
         # each substep's program calls composed and fused across programs (backend/substep.py);
         # composed at first sight, so that compiling them falls in the first calls of setup
@@ -205,12 +207,20 @@ class Granule:
     # -- setup ------------------------------------------------------------------------------
 
     def setup(self, progress: Progress = _no_progress) -> BackendResult:
+        """Build (grid on the device, construct, compile), then the first call of each variant."""
+        self.build(progress)
+        return self.first_calls(progress)
+
+    def build(self, progress: Progress = _no_progress) -> None:
+        """The grid on the device, icon4py's SolveNonhydro constructed and every program it submitted
+        compiled. No halo exchange happens here: decomposed ranks may build one after another."""
         import gt4py.next as gtx
 
         from icoforge.granule import backends as gb
 
         s = self.result.setup_s
-        fallbacks_before = len(gb.FALLEN_BACK)
+        self._fallbacks_before = len(gb.FALLEN_BACK)
+        started = time.time()
         if self.name.startswith("icoforge") and settings.current().warm_pool:
             # GT4Py's workers start at the first submissions and import for seconds before their
             # first job: start them now, while the grid goes to the device and icon4py constructs
@@ -254,7 +264,13 @@ class Granule:
             gtx.wait_for_compilation()  # raises the first compilation error, if any
             self._nvrtc_s = sum(f.result() for f in modules)
         s["compile"] = time.perf_counter() - t0
+        self.build_window = (started, time.time())
 
+    def first_calls(self, progress: Progress = _no_progress) -> BackendResult:
+        """One call of each substep variant on fresh states (after `build`); the result so far."""
+        from icoforge.granule import backends as gb
+
+        s = self.result.setup_s
         self.states = self.fresh_states()
         t0 = time.perf_counter()
         for i, variant in enumerate(VARIANTS):
@@ -262,7 +278,7 @@ class Granule:
             self.step(variant)
         self.sync()
         s["first_calls"] = time.perf_counter() - t0
-        self.result.fallbacks = [f"{p}: {r}" for p, r in gb.FALLEN_BACK[fallbacks_before:]]
+        self.result.fallbacks = [f"{p}: {r}" for p, r in gb.FALLEN_BACK[self._fallbacks_before:]]
         self.result.cache = self._cache_info()
         return self.result
 

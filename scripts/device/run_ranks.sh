@@ -7,7 +7,7 @@
 #   run(carry=[".whl"], timeout_s=600, command="bash scripts/device/run_ranks.sh")            # icoforge-cuda: 1, 2 ranks
 #   run(carry=[".whl"], timeout_s=600, command="RANKS=4 bash scripts/device/run_ranks.sh")    # 4 ranks: a call of its own
 #   run(carry=[".whl"], timeout_s=600, command="BACKENDS=dace_gpu RANKS='1 2' VERIFY_RANKS= bash scripts/device/run_ranks.sh")
-#   run(carry=[".whl"], timeout_s=600, command="BACKENDS=dace_gpu RANKS=4 bash scripts/device/run_ranks.sh")
+#   run(carry=[".whl"], timeout_s=600, command="BACKENDS=dace_gpu RANKS=4 VERIFY_RANKS= END_S=585 bash scripts/device/run_ranks.sh")  # twice, chained
 # Every rank compiles its own programs (icon4py fixes the domain bounds at compile time, so each
 # rank's are different), N ranks compile N times the programs of one rank on the same 16 cores.
 # Session 11 (icoforge-cuda, R2B5/80, fresh machine): the static fields took 90 s, 1 rank 142 s
@@ -16,7 +16,11 @@
 # 1 and 2 ranks in one call, 4 ranks in the next call (issue it right away: a warm machine keeps
 # /tmp, so the static fields, the builds and the earlier reports are still there; the table takes
 # every ranks-*.json found in $OUT/ranks and /tmp/ranks-runs). dace_gpu compiles for minutes per
-# process: likewise.
+# process: likewise. All ranks compiling at once cost far more than N times one rank (dace_gpu,
+# R2B5/80: 1 rank 171 s, 2 ranks 370 s, 4 ranks over 1,500 s in session 27, cut three times), so
+# the ranks now compile in turn (IN_TURN=1, --compile-in-turn): one rank at a time with all 16
+# cores' workers, each rank's builds finished before the next begins (a deadline loses only the
+# builds of the rank in turn).
 #
 # Needs in .whl (scripts/device/fetch_wheels.sh, from wheels.txt): mpi4py 4.1.2 and pymetis; the
 # `mpich` wheel (MPICH 5.0.2) only where mpi4py finds no MPI library (the image of session 11 has
@@ -36,6 +40,8 @@
 #   RANKS            default "1 2" (4 in a call of its own, see above)
 #   VERIFY_RANKS     rank counts also verified against one rank (rank 0 compiles the whole grid too; default "2")
 #   STEPS            timed substeps per variant (default 5)
+#   IN_TURN          1 (default): --compile-in-turn, the ranks build one after another with all 16
+#                    cores' compile workers; 0: all ranks at once, cores/N workers each (sessions 11-27)
 #   END_S            seconds after the command's start when everything stops (default 560)
 # Everything lands in $OUT/ranks (tarred into $OUT/all.tgz every 20 s) and $OUT/ranks-table.txt.
 
@@ -47,6 +53,7 @@ BACKENDS=${BACKENDS:-"icoforge-cuda"}
 RANKS=${RANKS:-"1 2"}
 VERIFY_RANKS=${VERIFY_RANKS-"2"}  # empty: verify none
 STEPS=${STEPS:-5}
+IN_TURN=${IN_TURN:-1}
 END_S=${END_S:-560}
 W=$OUT/ranks; mkdir -p $W
 
@@ -65,6 +72,9 @@ fi
 [ -n "$LIBMPI" ] || { echo "run_ranks.sh: mpi4py cannot load an MPI library (carry mpi4py and the mpich wheel: wheels.txt)"; exit 1; }
 command -v mpiexec >/dev/null || { echo "run_ranks.sh: no mpiexec"; exit 1; }
 echo "run_ranks.sh: mpi4py $(python3 -c 'import mpi4py; print(mpi4py.__version__)') | $LIBMPI | $(command -v mpiexec): $(mpiexec --version 2>&1 | head -1)"
+# the host's state, for comparing compile times between sessions (dace_gpu on 4 ranks compiled
+# ~1.6x slower in session 27 than in session 26)
+echo "run_ranks.sh: host $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 if mpiexec --version 2>&1 | grep -q -e "Open MPI" -e OpenRTE; then
   # Open MPI's mpiexec refuses to run as root without these, and 4 ranks need more slots than it
   # counts on a small host (icoforge's launcher passes --oversubscribe too; this is for the check below)
@@ -91,8 +101,10 @@ for b in $BACKENDS; do
     if [ $(( $(date +%s) - ICF_T0 )) -gt $(( END_S - 45 )) ]; then stamp "$b x $n: skipped (time)"; continue; fi
     v=""; for r in $VERIFY_RANKS; do [ "$r" = "$n" ] && v="--verify"; done
     stamp "$b on $n ranks $v"
-    OMP_NUM_THREADS=$(( $(nproc) / n )) GT4PY_BUILD_JOBS=$(( $(nproc) / n )) python3 -m icoforge greenline --ranks $n --mpirun mpiexec --exchange mpi \
-      --grid $GRID --levels $LEVELS --backend $b --steps $STEPS --warmup 1 --only-used-variants $v \
+    jobs=$(( $(nproc) / n )); turn=""
+    [ "$IN_TURN" = 1 ] && [ "$n" -gt 1 ] && { jobs=$(nproc); turn="--compile-in-turn"; }
+    OMP_NUM_THREADS=$(( $(nproc) / n )) GT4PY_BUILD_JOBS=$jobs python3 -m icoforge greenline --ranks $n --mpirun mpiexec --exchange mpi \
+      --grid $GRID --levels $LEVELS --backend $b --steps $STEPS --warmup 1 --only-used-variants $v $turn \
       --json $W/ranks-$b-$n.json > $W/ranks-$b-$n.log 2>&1
     stamp "$b on $n ranks: rc $? $(grep -m1 -E 'dycore step' $W/ranks-$b-$n.log)"
     mkdir -p /tmp/ranks-runs && cp $W/ranks-$b-$n.json /tmp/ranks-runs/ 2>/dev/null

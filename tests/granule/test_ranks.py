@@ -185,19 +185,21 @@ def test_ranks_launcher_command(monkeypatch):
 
     from icoforge.cli import ranks_cmd
 
-    args = argparse.Namespace(ranks=4, mpirun="definitely-not-a-launcher")
+    args = argparse.Namespace(ranks=4, mpirun="definitely-not-a-launcher", compile_in_turn=False)
     with pytest.raises(Exception, match="not found.*openmpi-bin"):
         ranks_cmd.launch_command(args, ["greenline", "--ranks", "4"])
     if shutil.which("mpirun"):
-        cmd, env = ranks_cmd.launch_command(argparse.Namespace(ranks=4, mpirun="mpirun"), ["greenline", "--ranks", "4"])
+        cmd, env = ranks_cmd.launch_command(argparse.Namespace(ranks=4, mpirun="mpirun", compile_in_turn=False), ["greenline", "--ranks", "4"])
         assert cmd[:3] == ["mpirun", "-n", "4"] and cmd[-4:] == ["icoforge", "greenline", "--ranks", "4"]
         assert "OMP_NUM_THREADS" in env
     monkeypatch.delenv("GT4PY_BUILD_JOBS", raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
     monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/" + name)
     monkeypatch.setattr(ranks_cmd, "_is_open_mpi", lambda launcher: False)
-    _, env = ranks_cmd.launch_command(argparse.Namespace(ranks=4, mpirun="mpiexec"), ["greenline"])
+    _, env = ranks_cmd.launch_command(argparse.Namespace(ranks=4, mpirun="mpiexec", compile_in_turn=False), ["greenline"])
     assert env["GT4PY_BUILD_JOBS"] == env["OMP_NUM_THREADS"] == "4"  # the ranks share the cores
+    _, env = ranks_cmd.launch_command(argparse.Namespace(ranks=4, mpirun="mpiexec", compile_in_turn=True), ["greenline"])
+    assert env["GT4PY_BUILD_JOBS"] == "16" and env["OMP_NUM_THREADS"] == "4"  # one rank compiles at a time
 
 
 def test_ranks_mode_is_chosen_from_flag_and_launcher(monkeypatch):
@@ -216,7 +218,7 @@ def test_ranks_mode_is_chosen_from_flag_and_launcher(monkeypatch):
         ranks_cmd.run(argparse.Namespace(ranks=2))
 
 
-def test_ranks_refuse_the_options_of_one_process_by_name():
+def test_options_of_the_other_mode_are_refused_by_name():
     from icoforge.cli import ranks_cmd
     from icoforge.cli.main import build_parser
 
@@ -225,6 +227,10 @@ def test_ranks_refuse_the_options_of_one_process_by_name():
     args = parse(["greenline", "--ranks", "2", "--cold", "--floors-steps", "1", "--gpu-lock", "/tmp/l"])
     with pytest.raises(IcoforgeError, match="--ranks does not take --cold, --gpu-lock, --floors-steps"):
         ranks_cmd.run(args)  # before mpirun is looked for or started
+    ranks_cmd.refuse_ranks_options(parse(["greenline", "--grid", "R2B3"]))  # one process, defaults pass
+    for flags in (["--compile-in-turn"], ["--exchange", "mpi", "--decomposer", "bfs"]):
+        with pytest.raises(IcoforgeError, match=f"{flags[0]}.* need --ranks N"):
+            ranks_cmd.refuse_ranks_options(parse(["greenline", *flags]))
 
 
 # --- under mpirun ----------------------------------------------------------------------------------
@@ -260,11 +266,12 @@ def test_decomposition_and_halo_exchange_on_two_ranks(tmp_path, icoforge_cache):
 def test_two_rank_step_equals_one_rank(tmp_path, icoforge_cache):
     """`icoforge greenline --ranks 2 --verify` on R2B3/10 with icoforge-cpu: three substeps on two
     ranks against the same substeps on one rank, owned points gathered; rtol 1e-12 on
-    max|a-b|/max|ref| per prognostic field, a NaN fails. Both ranks exchanged halos and timed."""
+    max|a-b|/max|ref| per prognostic field, a NaN fails. Both ranks exchanged halos and timed.
+    With --compile-in-turn: rank 1 built its programs only after rank 0 had built its own."""
     report_file = tmp_path / "ranks.json"
     args = ["-m", "icoforge", "greenline", "--ranks", "2", "--grid", "R2B3", "--levels", "10",
             "--backend", "icoforge-cpu", "--verify", "--only-used-variants", "--steps", "2", "--warmup", "0",
-            "--json", str(report_file)]  # fmt: skip
+            "--compile-in-turn", "--json", str(report_file)]  # fmt: skip
     out = mpirun(args, timeout=1500, cache=icoforge_cache)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     report = json.loads(report_file.read_text())
@@ -273,6 +280,9 @@ def test_two_rank_step_equals_one_rank(tmp_path, icoforge_cache):
     assert ver["passed"] and ver["rtol"] == 1e-12, ver["worst_rel"]
     assert set(ver["worst_rel"]) == {"vn", "w", "rho", "exner", "theta_v"}
     assert len(backend["ranks"]) == 2
+    (start0, end0), (start1, end1) = (r["build_window"] for r in backend["ranks"])
+    assert start0 < end0 <= start1 < end1, backend["ranks"]  # in turn, not at once
+    assert "build (construct + compile) s, ranks in turn: rank 0 " in out.stdout + out.stderr
     for r in backend["ranks"]:
         assert r["exchange_calls_per_step"] > 0 and r["exchange_ms_per_step"] > 0
         assert 0 < r["exchange_ms_per_step"] < r["dycore_step_ms"]
