@@ -126,12 +126,17 @@ for f in files:
         ex = b["exchange_ms_per_step"]
         v = b["verification"]
         verdict = "-" if v is None else ("PASS" if v["passed"] else "FAIL") + f" {max(v['worst_rel'].values()):.1e}"
+        # the slowest rank's construct + compile, and whether the ranks built in turn (reports before
+        # session 27 have no build windows)
+        windows = [x.get("build_window") for x in b["ranks"]]
+        build = f"{max(w[1] - w[0] for w in windows):.0f}" if all(windows) else "-"
+        build += " turn" if r["options"].get("compile_in_turn") else ""
         rows.append((b["backend"], r["ranks"], b["dycore_step_ms"], ex, ex / b["dycore_step_ms"], verdict,
                      max(x["points"]["cells"]["owned"] + x["points"]["cells"]["halo"] for x in b["ranks"]),
-                     b["ranks"][0]["exchange"].split(" ")[0]))
-print(f"{'backend':<14} {'ranks':>5} {'step ms':>9} {'exch ms/step':>12} {'share':>6} {'cells/rank':>10} {'exchange':>8}  vs 1 rank")
-for b, n, s, e, sh, v, c, x in sorted(rows):
-    print(f"{b:<14} {n:>5} {s:>9.2f} {e:>12.2f} {sh:>6.1%} {c:>10} {x:>8}  {v}")
+                     b["ranks"][0]["exchange"].split(" ")[0], build))
+print(f"{'backend':<14} {'ranks':>5} {'step ms':>9} {'exch ms/step':>12} {'share':>6} {'cells/rank':>10} {'exchange':>8} {'build s':>9}  vs 1 rank")
+for b, n, s, e, sh, v, c, x, bs in sorted(rows):
+    print(f"{b:<14} {n:>5} {s:>9.2f} {e:>12.2f} {sh:>6.1%} {c:>10} {x:>8} {bs:>9}  {v}")
 phase_rows = sorted((b["backend"], r["ranks"], x["rank"], x["exchange_phases_ms_per_step"]) for r in reports
                     for b in r["backends"] for x in b["ranks"] if x.get("exchange_phases_ms_per_step"))
 if phase_rows:
