@@ -250,10 +250,10 @@ def build_in_turn(g: RankGranule, props: decompose.RankProperties, progress: Pro
     has the workers of the whole host (the launcher's GT4PY_BUILD_JOBS). Construction does no halo
     exchange, so a rank that waits is only asleep in a barrier."""
     for turn in range(props.comm_size):
+        if props.rank == 0 and turn > 0:  # rank 0 has built (turn 0) and now only waits
+            progress(f"{g.name}: ranks compiling in turn, now rank {turn}", turn, props.comm_size)
         if props.rank == turn:
             g.build(progress)
-        if props.rank == 0 and turn + 1 < props.comm_size:
-            progress(f"{g.name}: ranks compiling in turn, now rank {turn + 1}", turn + 1, props.comm_size)
         quiet_barrier(props.comm)
 
 
