@@ -66,9 +66,13 @@ ONE_PROCESS_ONLY = {
 }  # fmt: skip
 
 
+def _given(args: argparse.Namespace, options: dict[str, tuple[str, object]]) -> list[str]:
+    """The flags of `options` (name -> (flag, value when not given)) that `args` sets."""
+    return [flag for name, (flag, unset) in options.items() if getattr(args, name, unset) != unset]
+
+
 def refuse_one_process_options(args: argparse.Namespace) -> None:
-    given = [flag for name, (flag, unset) in ONE_PROCESS_ONLY.items() if getattr(args, name, unset) != unset]
-    if given:
+    if given := _given(args, ONE_PROCESS_ONLY):
         raise IcoforgeError(f"--ranks does not take {', '.join(given)} (options of one process's greenline)")
 
 
@@ -80,8 +84,7 @@ RANKS_ONLY = {
 
 
 def refuse_ranks_options(args: argparse.Namespace) -> None:
-    given = [flag for name, (flag, unset) in RANKS_ONLY.items() if getattr(args, name, unset) != unset]
-    if given:
+    if given := _given(args, RANKS_ONLY):
         raise IcoforgeError(f"{', '.join(given)} need --ranks N (options of a run decomposed over MPI ranks)")
 
 

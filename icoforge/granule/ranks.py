@@ -261,9 +261,9 @@ def run_backend(name: str, local: LocalPart, opts: RanksOptions, progress: Progr
     g = RankGranule(name, local, opts.exchange, only_used_variants=opts.only_used_variants)
     if opts.compile_in_turn:
         build_in_turn(g, local.props, progress)
-        g.first_calls(progress)
     else:
-        g.setup(progress)
+        g.build(progress)
+    g.first_calls(progress)
     log(f"{name}: rank 0 set up in " + ", ".join(f"{k} {v:.1f} s" for k, v in g.result.setup_s.items())
         + f"; halo exchange: {g.exchange_used}")  # fmt: skip
     quiet_barrier(local.props.comm)
