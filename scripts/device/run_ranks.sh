@@ -147,5 +147,5 @@ if phase_rows:
         print(f"{b:<14} {n:>5} {rank:>4} " + " ".join(f"{ph[k]:>9.2f}" for k in names))
 EOF
 stop_bg $SNAP
-tar czf $OUT/all.tgz -C $W .
+tar czf $OUT/all.tgz -C $W . 2>/dev/null; rm -f $OUT/.all.tgz.tmp
 cat $OUT/ranks-table.txt
