@@ -43,7 +43,7 @@ from icoforge.granule import decompose
 from icoforge.granule import verify as verify_mod
 from icoforge.granule.greenline import GranuleOptions, environment
 from icoforge.granule.halo_exchange import PHASES, TimedExchange, make_exchange
-from icoforge.granule.runner import SUBSTEP_MIX, VARIANTS, Granule, Progress
+from icoforge.granule.runner import STALL_FACTOR, SUBSTEP_MIX, VARIANTS, Granule, Progress, stalls
 from icoforge.granule.solver import GranuleGrid
 
 DEFAULT_RTOL = 1e-12  # decomposed vs one rank: the same operations per point, only rounding may differ
@@ -345,6 +345,11 @@ def report_lines(report: dict[str, Any]) -> list[str]:
                 split = ", ".join(f"{k} {v:.2f}" for k, v in phases.items() if k != "total")
                 lines.append(f"{b['backend']} rank {r['rank']}: exchange phases, ms per step (a pass that waits for the "
                              f"device between phases): {split}; total {phases['total']:.2f}")  # fmt: skip
+        stalled = [f"rank {r['rank']} {note}" for r in b["ranks"]
+                   if (note := stalls({v: x["samples_ms"] for v, x in r["variants"].items()}))]  # fmt: skip
+        if stalled:
+            lines.append(f"{b['backend']}: samples above {STALL_FACTOR:g}x their median (the medians are not moved by them; "
+                         f"a stall of the host or the device?): {'; '.join(stalled)}")  # fmt: skip
         builds = ", ".join(f"rank {r['rank']} {r['build_window'][1] - r['build_window'][0]:.0f}" for r in b["ranks"])
         how = "in turn" if report["options"].get("compile_in_turn") else "at once"
         lines.append(f"{b['backend']}: build (construct + compile) s, ranks {how}: {builds}")

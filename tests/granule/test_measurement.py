@@ -17,7 +17,7 @@ from icoforge.backend.gpu import Runtime
 from icoforge.cli import pymode
 from icoforge.granule import instrument, latest
 from icoforge.granule.report import idle_table, markdown_report, program_table, python_mode, sections
-from icoforge.granule.runner import VARIANTS, BackendResult, ProgramRow
+from icoforge.granule.runner import VARIANTS, BackendResult, ProgramRow, stalls
 
 
 class _Program:
@@ -162,6 +162,18 @@ def test_report_shows_the_python_mode_the_idle_fraction_and_host_vs_device():
     assert row[headers.index("host ms/call")] == "0.800" and row[headers.index("device ms/call")] == "0.150"
     md = markdown_report(data)
     assert "NOT optimized" in md and "GPU idle" in md
+
+
+def test_stalls_name_samples_far_above_their_median_and_the_report_says_so():
+    assert stalls({"first": [18.2, 18.1, 488.5, 18.6, 18.3], "middle": [17.5, 17.3, 34.0]}) == (
+        "first 1 of 5 (up to 488.5 ms, median 18.30)"  # 34.0 is below 2 x 17.5
+    )
+    assert stalls({"first": [10.0, 11.0, 12.0], "last": []}) is None
+    data = _data()
+    assert not any("samples above" in str(s) for s in sections(data))
+    data["backends"][0]["variants"]["middle"]["samples_ms"] = [10.0, 11.0, 40.0]
+    notes = [s for s in sections(data) if isinstance(s, str) and "samples above" in s]
+    assert len(notes) == 1 and "icoforge-cuda" in notes[0] and "middle 1 of 3 (up to 40.0 ms, median 11.00)" in notes[0]
 
 
 def test_latest_record_has_the_issue_format(tmp_path):

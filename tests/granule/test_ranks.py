@@ -180,6 +180,26 @@ def test_exchange_phases_per_step_adds_up_a_dycore_step():
     assert out["mpi_wait"] == 15.0 and out["total"] == 40.0 and out["other"] == 40.0 - 5 * 6.0
 
 
+def test_ranks_report_names_stalled_samples_per_rank():
+    from icoforge.granule import ranks
+
+    def rank(i, first):
+        variants = {v: {"step_ms": 18.0, "samples_ms": [18.0, 18.1, 17.9]} for v in ("first", "middle", "last")}
+        variants["first"]["samples_ms"] = first
+        return {"rank": i, "points": {"cells": {"owned": 10, "halo": 2}, "edges": {"owned": 15, "halo": 3}},
+                "variants": variants, "dycore_step_ms": 90.0, "exchange_ms_per_step": 50.0,
+                "exchange_calls_per_step": 20.0, "exchange": "mpi", "build_window": [0.0, 30.0]}  # fmt: skip
+
+    report = {"grid": {"name": "R2B5", "levels": 80}, "ranks": 2, "decomposer": "metis", "options": {},
+              "backends": [{"backend": "icoforge-cuda", "ranks": [rank(0, [18.0, 488.5, 18.2]), rank(1, [18.0, 18.1, 17.9])],
+                            "dycore_step_ms": 90.0, "exchange_ms_per_step": 50.0, "verification": None}]}  # fmt: skip
+    stalled = [line for line in ranks.report_lines(report) if "samples above" in line]
+    assert stalled == [
+        "icoforge-cuda: samples above 2x their median (the medians are not moved by them; a stall of the host or "
+        "the device?): rank 0 first 1 of 3 (up to 488.5 ms, median 18.20)"
+    ]
+
+
 def test_ranks_launcher_command(monkeypatch):
     import argparse
 
