@@ -27,7 +27,7 @@ from typing import Any
 
 from icoforge import settings
 from icoforge.errors import IcoforgeError
-from icoforge.granule import golden
+from icoforge.granule import golden, instrument
 from icoforge.granule import verify as verify_mod
 from icoforge.granule.backends import check_name, is_gpu
 from icoforge.granule.fields import build_static_fields, static_fields_key
@@ -332,7 +332,8 @@ def measure(
         log(f"reference fingerprint of {granules[0].name} written to {opts.save_reference}")
 
     for g in granules:
-        with measuring(lock, g, "warm-up, timed steps" + (", profile" if opts.profile_steps else "")):
+        what = "warm-up, timed steps" + (", profile" if opts.profile_steps else "")
+        with measuring(lock, g, what), instrument.quiet_gc() as pauses:
             g.time_variants(opts.steps, opts.warmup, progress)
             g.time_chained_steps(opts.steps, progress)
             g.measure_busy(opts.steps, progress)  # GPU backends: the idle fraction per substep
@@ -343,6 +344,7 @@ def measure(
                 for variant, r in g.result.graph_replay.items():
                     if "replay_ms" not in r:  # the reason is the finding: which operation, or that the result differs
                         log(f"{g.name}, {variant} substep replayed: {r.get('capture_error', 'not bit-identical with a normal call')}")
+        g.result.gc_pauses = pauses.to_json()
         # only icoforge's programs carry kernel IR: a peer's floors would all be 0
         if opts.floors_steps and not g.name.startswith("icoforge"):
             log(f"{g.name}: no byte floors (--floors-steps needs an icoforge backend's kernel IR)")

@@ -34,12 +34,14 @@ definition for every backend, ours included.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import gc
 import pathlib
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from icoforge.backend.codegen.cuda import WIDE_SUFFIX
@@ -284,3 +286,54 @@ class DeviceBusy(_Wrapping):
         if not self.kernel_pairs:
             return None
         return sum(self.clock.seconds(s, e) for s, e in self.kernel_pairs)
+
+
+# Python's garbage collector during timed steps. A full (generation 2) collection scans every object
+# the process holds; after a granule's setup that is grids, fields, GT4Py's programs and caches
+# (535k objects for R2B3/10 on icoforge-cpu, whose full collections took 190-240 ms each on the 2-core
+# workstation, session 28). One inside a timed sample makes a stall: H200 session 28 had a 488 ms
+# sample against a median of 18.3 ms on all four ranks at once (its cause not recorded). So the
+# timed phases run with the setup's objects frozen (`gc.freeze`: out of every scan, collected again
+# once unfrozen), the collector still on for what the steps allocate, and every collection in them
+# recorded.
+@dataclasses.dataclass
+class GcPauses:
+    """Collections of Python's garbage collector while `quiet_gc` was active."""
+
+    frozen_objects: int = 0
+    collections: dict[int, int] = dataclasses.field(default_factory=lambda: {0: 0, 1: 0, 2: 0})
+    total_ms: float = 0.0
+    longest_ms: float = 0.0
+    _started: float | None = None
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        elif self._started is not None:
+            ms = (time.perf_counter() - self._started) * 1e3
+            self.collections[info["generation"]] += 1
+            self.total_ms += ms
+            self.longest_ms = max(self.longest_ms, ms)
+            self._started = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"frozen_objects": self.frozen_objects, "collections": {str(g): n for g, n in self.collections.items()},
+                "total_ms": self.total_ms, "longest_ms": self.longest_ms}  # fmt: skip
+
+
+@contextlib.contextmanager
+def quiet_gc() -> Iterator[GcPauses]:
+    """Collect once, freeze what is left for the block (the setup's objects), record the block's
+    collections; unfreeze after it, so that a granule dropped later is collected as before. (The
+    unfreeze also returns the few hundred tuples CPython 3.12 starts with frozen to the oldest
+    generation: a full collection then scans them too, which costs nothing measurable.)"""
+    gc.collect()
+    gc.freeze()
+    pauses = GcPauses(frozen_objects=gc.get_freeze_count())
+    gc.callbacks.append(pauses._callback)
+    try:
+        yield pauses
+    finally:
+        gc.callbacks.remove(pauses._callback)
+        gc.unfreeze()
+

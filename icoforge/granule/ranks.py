@@ -39,11 +39,11 @@ from typing import Any
 import numpy as np
 
 from icoforge.errors import IcoforgeError
-from icoforge.granule import decompose
+from icoforge.granule import decompose, instrument
 from icoforge.granule import verify as verify_mod
 from icoforge.granule.greenline import GranuleOptions, environment
 from icoforge.granule.halo_exchange import PHASES, TimedExchange, make_exchange
-from icoforge.granule.runner import STALL_FACTOR, SUBSTEP_MIX, VARIANTS, Granule, Progress, stalls
+from icoforge.granule.runner import STALL_FACTOR, SUBSTEP_MIX, VARIANTS, Granule, Progress, gc_note, stalls
 from icoforge.granule.solver import GranuleGrid
 
 DEFAULT_RTOL = 1e-12  # decomposed vs one rank: the same operations per point, only rounding may differ
@@ -268,9 +268,10 @@ def run_backend(name: str, local: LocalPart, opts: RanksOptions, progress: Progr
         + f"; halo exchange: {g.exchange_used}")  # fmt: skip
     quiet_barrier(local.props.comm)
     comparison = verify_against_one_rank(g, local, opts, progress) if opts.verify else None
-    timings = time_ranked(g, opts, progress)
-    phases = exchange_phases_per_step(time_ranked(g, opts, progress, phases=True))
-    ranks = local.props.comm.gather(_rank_summary(g, local, timings, phases), root=0)
+    with instrument.quiet_gc() as pauses:
+        timings = time_ranked(g, opts, progress)
+        phases = exchange_phases_per_step(time_ranked(g, opts, progress, phases=True))
+    ranks = local.props.comm.gather(_rank_summary(g, local, timings, phases) | {"gc_pauses": pauses.to_json()}, root=0)
     if local.props.rank != 0:
         return None
     return {
@@ -345,7 +346,7 @@ def report_lines(report: dict[str, Any]) -> list[str]:
                 split = ", ".join(f"{k} {v:.2f}" for k, v in phases.items() if k != "total")
                 lines.append(f"{b['backend']} rank {r['rank']}: exchange phases, ms per step (a pass that waits for the "
                              f"device between phases): {split}; total {phases['total']:.2f}")  # fmt: skip
-        stalled = [f"rank {r['rank']} {note}" for r in b["ranks"]
+        stalled = [f"rank {r['rank']} {note} ({gc_note(r.get('gc_pauses'))})" for r in b["ranks"]
                    if (note := stalls({v: x["samples_ms"] for v, x in r["variants"].items()}))]  # fmt: skip
         if stalled:
             lines.append(f"{b['backend']}: samples above {STALL_FACTOR:g}x their median (the medians are not moved by them; "

@@ -45,7 +45,7 @@ DTIME_LIMITED_AREA = 10.0  # s
 # A timed sample above this multiple of its variant's median is most likely a stall of the host or
 # the device, not the code: H200 session 28, one sample of the first substep took 488 ms against a
 # median of 18.3 ms, on all four ranks at once. The median keeps the figures right; the report says
-# it happened.
+# it happened, and what Python's collector did meanwhile (`instrument.quiet_gc`).
 STALL_FACTOR = 2.0
 
 
@@ -59,6 +59,15 @@ def stalls(samples_ms: dict[str, list[float]], factor: float = STALL_FACTOR) -> 
         if far:
             parts.append(f"{variant} {len(far)} of {len(samples)} (up to {max(far):.1f} ms, median {median:.2f})")
     return "; ".join(parts) or None
+
+
+def gc_note(pauses: dict[str, Any] | None) -> str:
+    """One phrase on a recorded `GcPauses.to_json()`, for the stall notes."""
+    if not pauses:
+        return "Python's collector not recorded"
+    n = pauses["collections"]
+    return (f"Python's collector during the timing: {n['0']}/{n['1']}/{n['2']} collections of generation 0/1/2, "
+            f"longest {pauses['longest_ms']:.1f} ms ({pauses['frozen_objects']:,} setup objects frozen)")  # fmt: skip
 
 
 def substep_fusion_backends() -> list[str]:
@@ -131,6 +140,8 @@ class BackendResult:
     floors: dict[str, Any] | None = None  # --floors-steps: the byte floors of this backend's kernels
     # --graph-replay: variant -> graph_replay.replay_variant's result (each substep as one CUDA graph)
     graph_replay: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    # Python's garbage collections during the timed phases (instrument.quiet_gc)
+    gc_pauses: dict[str, Any] | None = None
 
     def median_ms(self, variant: str) -> float:
         return statistics.median(self.step_ms[variant])
@@ -177,6 +188,7 @@ class BackendResult:
             "floors": self.floors,
             "graph_replay": self.graph_replay or None,
             "replayed_step_ms": graph_replay.replayed_step_ms(self.graph_replay, SUBSTEP_MIX) if self.graph_replay else None,
+            "gc_pauses": self.gc_pauses,
         }
 
 

@@ -92,6 +92,8 @@ def test_granule_runs_end_to_end_with_icoforge_cpu(report):
     assert all(p.kernels is not None and p.kernels >= 1 for p in r.programs)
     assert 0.5 < sum(p.share for p in r.programs) <= 1.0 + 1e-9
     assert r.profiled_step_ms > 0
+    # the timed phases ran with the setup's objects frozen, and what the collector did is recorded
+    assert r.gc_pauses["frozen_objects"] > 10_000 and set(r.gc_pauses["collections"]) == {"0", "1", "2"}
     assert report.grid["cells"] == 5120 and report.grid["dtime_s"] == 90.0
     # the byte floors of this run's kernels: fusion across kernels, then programs, can only lower them
     floors = r.floors["floors_bytes"]

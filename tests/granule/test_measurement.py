@@ -174,6 +174,22 @@ def test_stalls_name_samples_far_above_their_median_and_the_report_says_so():
     data["backends"][0]["variants"]["middle"]["samples_ms"] = [10.0, 11.0, 40.0]
     notes = [s for s in sections(data) if isinstance(s, str) and "samples above" in s]
     assert len(notes) == 1 and "icoforge-cuda" in notes[0] and "middle 1 of 3 (up to 40.0 ms, median 11.00)" in notes[0]
+    assert notes[0].endswith("Python's collector not recorded")
+
+
+def test_quiet_gc_freezes_the_setup_and_records_the_collections_inside():
+    import gc
+
+    setup = [[i] for i in range(20_000)]  # container objects the collector tracks
+    with instrument.quiet_gc() as pauses:
+        assert pauses.frozen_objects > len(setup) and gc.get_freeze_count() > len(setup)
+        gc.collect()  # a full collection now scans only what the block allocated
+        gc.collect(0)
+    assert gc.get_freeze_count() == 0  # unfrozen: a granule dropped later is collected again
+    assert pauses.collections[2] >= 1 and pauses.collections[0] >= 1 and pauses.longest_ms > 0
+    recorded = pauses.to_json()
+    assert recorded["collections"]["2"] == pauses.collections[2] and recorded["total_ms"] >= recorded["longest_ms"]
+    assert gc.callbacks.count(pauses._callback) == 0  # no callback left behind
 
 
 def test_latest_record_has_the_issue_format(tmp_path):

@@ -196,8 +196,13 @@ def test_ranks_report_names_stalled_samples_per_rank():
     stalled = [line for line in ranks.report_lines(report) if "samples above" in line]
     assert stalled == [
         "icoforge-cuda: samples above 2x their median (the medians are not moved by them; a stall of the host or "
-        "the device?): rank 0 first 1 of 3 (up to 488.5 ms, median 18.20)"
+        "the device?): rank 0 first 1 of 3 (up to 488.5 ms, median 18.20) (Python's collector not recorded)"
     ]
+    report["backends"][0]["ranks"][0]["gc_pauses"] = {"frozen_objects": 1234, "collections": {"0": 9, "1": 1, "2": 1},
+                                                      "total_ms": 480.0, "longest_ms": 470.2}  # fmt: skip
+    stalled = [line for line in ranks.report_lines(report) if "samples above" in line]
+    assert stalled[0].endswith("(Python's collector during the timing: 9/1/1 collections of generation 0/1/2, longest "
+                               "470.2 ms (1,234 setup objects frozen))")  # fmt: skip
 
 
 def test_ranks_launcher_command(monkeypatch):
@@ -306,3 +311,4 @@ def test_two_rank_step_equals_one_rank(tmp_path, icoforge_cache):
     for r in backend["ranks"]:
         assert r["exchange_calls_per_step"] > 0 and r["exchange_ms_per_step"] > 0
         assert 0 < r["exchange_ms_per_step"] < r["dycore_step_ms"]
+        assert r["gc_pauses"]["frozen_objects"] > 10_000  # each rank timed with its setup frozen
