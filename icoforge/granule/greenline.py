@@ -333,7 +333,7 @@ def measure(
 
     for g in granules:
         what = "warm-up, timed steps" + (", profile" if opts.profile_steps else "")
-        with measuring(lock, g, what), instrument.quiet_gc() as pauses:
+        with instrument.quiet_gc() as pauses, measuring(lock, g, what):  # collect before holding the GPU
             g.time_variants(opts.steps, opts.warmup, progress)
             g.time_chained_steps(opts.steps, progress)
             g.measure_busy(opts.steps, progress)  # GPU backends: the idle fraction per substep
