@@ -290,7 +290,7 @@ class DeviceBusy(_Wrapping):
 
 # Python's garbage collector during timed steps. A full (generation 2) collection scans every object
 # the process holds; after a granule's setup that is grids, fields, GT4Py's programs and caches
-# (535k objects for R2B3/10 on icoforge-cpu, whose full collections took 190-240 ms each on the 2-core
+# (535k objects for R2B3/10 on icoforge-cpu, whose full collections took 170-260 ms each on the 2-core
 # workstation, session 28). One inside a timed sample makes a stall: H200 session 28 had a 488 ms
 # sample against a median of 18.3 ms on all four ranks at once (its cause not recorded). So the
 # timed phases run with the setup's objects frozen (`gc.freeze`: out of every scan, collected again
@@ -336,4 +336,3 @@ def quiet_gc() -> Iterator[GcPauses]:
     finally:
         gc.callbacks.remove(pauses._callback)
         gc.unfreeze()
-

@@ -43,7 +43,7 @@ from icoforge.granule import decompose, instrument
 from icoforge.granule import verify as verify_mod
 from icoforge.granule.greenline import GranuleOptions, environment
 from icoforge.granule.halo_exchange import PHASES, TimedExchange, make_exchange
-from icoforge.granule.runner import STALL_FACTOR, SUBSTEP_MIX, VARIANTS, Granule, Progress, gc_note, stalls
+from icoforge.granule.runner import STALL_NOTE, SUBSTEP_MIX, VARIANTS, Granule, Progress, gc_note, stalls
 from icoforge.granule.solver import GranuleGrid
 
 DEFAULT_RTOL = 1e-12  # decomposed vs one rank: the same operations per point, only rounding may differ
@@ -215,7 +215,11 @@ def exchange_phases_per_step(timings: dict[str, dict[str, list[float]]]) -> dict
 
 
 def _rank_summary(
-    g: RankGranule, local: LocalPart, timings: dict[str, dict[str, list[float]]], phases: dict[str, float] | None
+    g: RankGranule,
+    local: LocalPart,
+    timings: dict[str, dict[str, list[float]]],
+    phases: dict[str, float] | None,
+    pauses: instrument.GcPauses,
 ) -> dict[str, Any]:
     med = {v: {k: statistics.median(x) for k, x in rec.items()} for v, rec in timings.items()}
     device = None
@@ -237,6 +241,7 @@ def _rank_summary(
         "exchange_calls_per_step": sum(med[v]["exchange_calls"] for v in SUBSTEP_MIX),
         # from the pass with synchronisations between phases: its total is above exchange_ms_per_step
         "exchange_phases_ms_per_step": phases,
+        "gc_pauses": pauses.to_json(),  # Python's collections while this rank was timed
     }
 
 
@@ -271,7 +276,7 @@ def run_backend(name: str, local: LocalPart, opts: RanksOptions, progress: Progr
     with instrument.quiet_gc() as pauses:
         timings = time_ranked(g, opts, progress)
         phases = exchange_phases_per_step(time_ranked(g, opts, progress, phases=True))
-    ranks = local.props.comm.gather(_rank_summary(g, local, timings, phases) | {"gc_pauses": pauses.to_json()}, root=0)
+    ranks = local.props.comm.gather(_rank_summary(g, local, timings, phases, pauses), root=0)
     if local.props.rank != 0:
         return None
     return {
@@ -349,8 +354,7 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         stalled = [f"rank {r['rank']} {note} ({gc_note(r.get('gc_pauses'))})" for r in b["ranks"]
                    if (note := stalls({v: x["samples_ms"] for v, x in r["variants"].items()}))]  # fmt: skip
         if stalled:
-            lines.append(f"{b['backend']}: samples above {STALL_FACTOR:g}x their median (the medians are not moved by them; "
-                         f"a stall of the host or the device?): {'; '.join(stalled)}")  # fmt: skip
+            lines.append(f"{b['backend']}: {STALL_NOTE}: {'; '.join(stalled)}")
         builds = ", ".join(f"rank {r['rank']} {r['build_window'][1] - r['build_window'][0]:.0f}" for r in b["ranks"])
         how = "in turn" if report["options"].get("compile_in_turn") else "at once"
         lines.append(f"{b['backend']}: build (construct + compile) s, ranks {how}: {builds}")

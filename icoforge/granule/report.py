@@ -21,7 +21,7 @@ from rich.text import Text
 from icoforge.console import Col, fit_table
 from icoforge.granule.greenline import GreenlineReport
 from icoforge.granule.merge import python_optimized_modes, run_environments
-from icoforge.granule.runner import STALL_FACTOR, SUBSTEP_MIX, VARIANTS, gc_note, stalls
+from icoforge.granule.runner import STALL_NOTE, SUBSTEP_MIX, VARIANTS, gc_note, stalls
 from icoforge.granule.state import PROGNOSTIC_FIELDS
 
 SETUP_LABELS = {
@@ -350,9 +350,7 @@ def sections(data: Data) -> Iterator[TableSpec | str]:
         yield note
     for b in data["backends"]:
         if note := stalls({v: r["samples_ms"] for v, r in b["variants"].items() if r.get("samples_ms")}):
-            yield (f"[yellow]{b['backend']}: samples above {STALL_FACTOR:g}x their median[/yellow] (the medians "
-                   f"are not moved by them; a stall of the host or the device?): {note}; "
-                   f"{gc_note(b.get('gc_pauses'))}")  # fmt: skip
+            yield f"[yellow]{b['backend']}: {STALL_NOTE}[/yellow]: {note}; {gc_note(b.get('gc_pauses'))}"
     for b in data["backends"]:
         if floors := b.get("floors"):
             yield floors_note(b["backend"], floors, _dycore_step_ms(data, b))

@@ -47,6 +47,8 @@ DTIME_LIMITED_AREA = 10.0  # s
 # median of 18.3 ms, on all four ranks at once. The median keeps the figures right; the report says
 # it happened, and what Python's collector did meanwhile (`instrument.quiet_gc`).
 STALL_FACTOR = 2.0
+STALL_NOTE = (f"samples above {STALL_FACTOR:g}x their median (the medians are not moved by them; "
+              "a stall of the host or the device?)")  # the reports' heading of the `stalls` list
 
 
 def stalls(samples_ms: dict[str, list[float]], factor: float = STALL_FACTOR) -> str | None:
