@@ -14,6 +14,7 @@ import functools
 from typing import Any
 
 from icoforge.errors import IcoforgeError, UnknownNameError
+from icoforge.suite import peers
 from icoforge.suite.backends import EXTRA_BACKENDS, backend_names, get_backend, is_gpu_backend
 
 # (program, reason) of every program loaded from the fallback backend in this process
@@ -56,7 +57,9 @@ class FallbackExecutor:
 def with_fallback(primary_name: str, fallback_name: str) -> Any:
     from gt4py.next import backend as gt_backend
 
-    primary, fallback = resolve_backend(primary_name), resolve_backend(fallback_name)
+    # icon4py's descriptors (the peer names) become a backend per program, which a pair of
+    # executors cannot hold: the pair takes GT4Py's plain object for a peer name
+    primary, fallback = (peers.plain(n) if peers.is_peer(n) else resolve_backend(n) for n in (primary_name, fallback_name))
     if primary is None or fallback is None:
         raise IcoforgeError("a fallback pair needs two compiled backends (not 'embedded')")
     if primary.transforms != fallback.transforms:

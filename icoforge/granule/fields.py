@@ -294,8 +294,11 @@ def _compute(grid: Any, factory_backend: str, status: Callable[[str], None]) -> 
     from icon4py.model.common.topography.analytical import jablonowski_williamson as jw_topo
 
     from icoforge.granule.backends import resolve_backend
+    from icoforge.suite import peers
 
-    backend = resolve_backend(factory_backend)
+    # icon4py 0.4.1's field factories take a GT4Py Backend object, not a descriptor: for a peer
+    # name, GT4Py's plain object (the static fields are computed once, outside every timing)
+    backend = peers.plain(factory_backend) if peers.is_peer(factory_backend) else resolve_backend(factory_backend)
     manager = grid.manager
     mesh = grid.icon_grid
     timings: dict[str, float] = {}

@@ -91,6 +91,9 @@ def latest(data: Data, commit: str | None, floors_ms: dict[str, float] | None = 
             if any("idle_fraction" in vv for vv in b["variants"].values())
         },
         "cold_compile_s": {b["backend"]: _cold_compile_s(data, b) for b in backends},
+        # each backend's configuration: icon4py's descriptor and the options it gave each program
+        # (a report written before the peers became icon4py's descriptors did not record it)
+        "peer_config": {b["backend"]: b.get("peer_config") or {"source": "not recorded"} for b in backends},
         # --graph-replay: the step from substeps replayed as CUDA graphs (None: a replay failed or differed)
         **({"replayed_step_ms": {b["backend"]: _round(b.get("replayed_step_ms")) for b in backends if b.get("graph_replay")}}
            if any(b.get("graph_replay") for b in backends) else {}),  # fmt: skip

@@ -346,6 +346,9 @@ def sections(data: Data) -> Iterator[TableSpec | str]:
     if data.get("verification"):
         yield verification_table(data)
     yield steps_table(data)
+    for b in data["backends"]:
+        if note := peer_note(b):
+            yield note
     if note := machine_state_note(data):
         yield note
     for b in data["backends"]:
@@ -363,6 +366,21 @@ def sections(data: Data) -> Iterator[TableSpec | str]:
             yield f"[yellow]{b['backend']}: compiled by the fallback backend:[/yellow] " + "; ".join(b["fallbacks"])
         if b.get("substep_fusion"):
             yield substep_fusion_table(b)
+
+
+def peer_note(b: Data) -> str | None:
+    """How a GT4Py peer was configured: icon4py's descriptor and the options icon4py gave each
+    program beyond the descriptor's own (suite/peers.py), or GT4Py's plain object; None for
+    icoforge and for reports that did not record it."""
+    config = b.get("peer_config")
+    if not config or config.get("source", "").startswith("icoforge"):
+        return None
+    note = f"[bold]{b['backend']}[/bold]: {config['source']}"
+    if config.get("unit_horizontal_stride"):
+        note += "; every program: unit horizontal stride"
+    if programs := config.get("programs"):
+        note += "; " + "; ".join(f"{p}: {o}" for p, o in programs.items())
+    return note
 
 
 # Runs of one backend side by side (labelled A/B runs, "icoforge-cuda (walk)") differ in their

@@ -33,6 +33,7 @@ from icoforge.granule.backends import is_gpu, resolve_backend
 from icoforge.granule.fields import StaticFields
 from icoforge.granule.solver import SECOND_ORDER_DIVDAMP_FACTOR, GranuleGrid, build_solver, grid_for_backend
 from icoforge.granule.state import refill_states, to_states
+from icoforge.suite import peers
 
 # (at_first_substep, at_last_substep) of SolveNonhydro.time_step
 VARIANTS: dict[str, tuple[bool, bool]] = {"first": (True, False), "middle": (False, False), "last": (False, True)}
@@ -144,6 +145,9 @@ class BackendResult:
     graph_replay: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     # Python's garbage collections during the timed phases (instrument.quiet_gc)
     gc_pauses: dict[str, Any] | None = None
+    # where the backend's configuration comes from and, for icon4py's peers, the options icon4py
+    # gave each program it customized (logged by icon4py while constructing: suite/peers.py)
+    peer_config: dict[str, Any] | None = None
 
     def median_ms(self, variant: str) -> float:
         return statistics.median(self.step_ms[variant])
@@ -191,6 +195,7 @@ class BackendResult:
             "graph_replay": self.graph_replay or None,
             "replayed_step_ms": graph_replay.replayed_step_ms(self.graph_replay, SUBSTEP_MIX) if self.graph_replay else None,
             "gc_pauses": self.gc_pauses,
+            "peer_config": self.peer_config,
         }
 
 
@@ -274,10 +279,11 @@ class Granule:
             what = f"{self.name}: constructing SolveNonhydro, programs compiled/submitted so far; last submitted {last}"
             progress(what, finished, submitted)
 
-        with compile_pool.recorded_submissions(constructing) as submitted:
+        with compile_pool.recorded_submissions(constructing) as submitted, peers.recording_options() as options:
             self.solver = build_solver(
                 self.grid, self.static, self.backend, only_used_variants=self.only_used_variants, exchange=self.exchange
             )
+        self.result.peer_config = peers.peer_config(self.name, options)
         s["construct"] = time.perf_counter() - t0
         self._submitted = [(t - self._construct_started_at, name) for t, name in submitted]
 

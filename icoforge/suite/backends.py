@@ -1,9 +1,12 @@
 """Backends by name: GT4Py's own ones and ours; the one registry of backend names
 (`BACKEND_FACTORIES`; the granule adds "A+B" fallback pairs of these names).
 
-`get_backend(name)` returns what `program.with_backend(...)` takes: None for GT4Py's embedded
-(Python) execution, else a `gt4py.next.backend.Backend`. Backends are built on first use: DaCe
-and GT4Py's runners are imported only when asked for.
+`get_backend(name)` returns what icon4py's components take as `backend`: None for GT4Py's embedded
+(Python) execution; for the peers `gtfn_cpu`, `gtfn_gpu`, `dace_cpu`, `dace_gpu` icon4py's own
+descriptor (`model_backends.BACKENDS[name]`, a dict that icon4py customizes per program:
+`peers.py`; `peers.for_program` gives one program's backend); else a `gt4py.next.backend.Backend`
+(icoforge's, and GT4Py's plain objects under `dace_gpu_plain`, ...). Backends are built on first
+use: DaCe and GT4Py's runners are imported only when asked for.
 """
 
 from __future__ import annotations
@@ -17,34 +20,21 @@ from icoforge import settings
 from icoforge.backend import make_backend
 from icoforge.backend.schedule import ProgramSchedule, ScheduleError, schedule_from_text
 from icoforge.errors import UnknownNameError
+from icoforge.suite import peers
 
 
 def _embedded() -> None:
     return None
 
 
-def _gtfn_cpu() -> Any:
-    from gt4py.next.program_processors.runners import gtfn
-
-    return gtfn.run_gtfn  # persistent translation cache + compiled-module cache
-
-
-def _gtfn_gpu() -> Any:
-    from gt4py.next.program_processors.runners import gtfn
-
-    return gtfn.run_gtfn_gpu
+def _peer(name: str) -> Callable[[], Any]:
+    """icon4py's descriptor for a peer name, handed to icon4py unchanged (peers.py)."""
+    return lambda: peers.descriptor(name)
 
 
-def _dace_cpu() -> Any:
-    from gt4py.next.program_processors.runners import dace
-
-    return dace.run_dace_cpu
-
-
-def _dace_gpu() -> Any:
-    from gt4py.next.program_processors.runners import dace
-
-    return dace.run_dace_gpu
+def _plain(name: str) -> Callable[[], Any]:
+    """GT4Py's ready-made object, for whoever asks for the plain backend by its own name."""
+    return lambda: peers.plain(name)
 
 
 def schedule_vendor(backend: str) -> str:
@@ -142,10 +132,10 @@ EXTRA_BACKENDS = {"roundtrip": "default", "roundtrip_gtir": "gtir", "roundtrip-p
 
 BACKEND_FACTORIES: dict[str, Callable[[], Any]] = {
     "embedded": _embedded,
-    "gtfn_cpu": _gtfn_cpu,
-    "gtfn_gpu": _gtfn_gpu,
-    "dace_cpu": _dace_cpu,
-    "dace_gpu": _dace_gpu,
+    # GT4Py's backends as icon4py runs them: icon4py's descriptors, customized per program by icon4py
+    **{name: _peer(name) for name in peers.PEERS},
+    # GT4Py's ready-made objects, with no per-program options: only when asked for by these names
+    **{name: _plain(name) for name in peers.PLAIN_PEERS},
     "icoforge": _icoforge("cpu"),
     "icoforge-cpu": _icoforge("cpu"),
     "icoforge-cuda": _icoforge("cuda"),
@@ -160,7 +150,9 @@ BACKEND_FACTORIES: dict[str, Callable[[], Any]] = {
     "roundtrip-passes": _cached_passes_roundtrip,
 }
 
-GPU_BACKENDS = frozenset({"gtfn_gpu", "dace_gpu", "icoforge-cuda", "icoforge-hip", "icoforge-hip-on-cuda"})
+GPU_BACKENDS = frozenset(
+    {"gtfn_gpu", "dace_gpu", "gtfn_gpu_plain", "dace_gpu_plain", "icoforge-cuda", "icoforge-hip", "icoforge-hip-on-cuda"}
+)
 
 
 def backend_names() -> tuple[str, ...]:

@@ -22,7 +22,7 @@ import numpy as np
 
 from icoforge.backend import gt4py_compat
 from icoforge.errors import IcoforgeError
-from icoforge.suite import faults
+from icoforge.suite import faults, peers
 from icoforge.suite.backends import get_backend
 from icoforge.suite.catalogue import ProgramInfo
 from icoforge.suite.inputs import copy_args, is_field, make_inputs, to_numpy
@@ -60,6 +60,10 @@ def allocator_for(backend_obj: Any) -> Any:
         return None
     if isinstance(backend_obj, CustomBackend):
         return backend_obj.allocator
+    if peers.is_descriptor(backend_obj):  # icon4py's descriptor: its device's allocator, as icon4py picks it
+        from icon4py.model.common import model_backends
+
+        return model_backends.get_allocator(backend_obj)
     return backend_obj  # a GT4Py Backend is an allocator factory for its device
 
 
@@ -166,6 +170,8 @@ def prepare(
         return call, time.perf_counter() - start
 
     connectivities = grid.connectivities
+    if peers.is_descriptor(backend_obj):  # a peer: the backend icon4py's setup_program gives this program
+        backend_obj = peers.for_program(backend_obj, info.program)
     program = info.program.with_backend(backend_obj)
     if backend_obj is None:  # embedded: nothing to compile
 
