@@ -31,7 +31,7 @@ $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 12), f"need Python 3.12, got {sys.version}"'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
-	$(BIN)/pip install -e '.[test,mpi]'
+	$(BIN)/pip install -e '.[test,mpi,icon4py-tests]'
 	touch $@
 
 # Needs mpicc (Debian: openmpi-bin libopenmpi-dev) and Boost headers (libboost-dev); .ci/run installs them.

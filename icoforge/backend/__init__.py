@@ -36,3 +36,29 @@ def make_backend(target: str = "cpu", schedule=None):
 
         return make_emulated_backend(target.removeprefix("emulated-"), schedule)
     raise UnknownNameError("icoforge target", target, TARGETS)
+
+
+# --- ready-made backend objects: `--backend icoforge.backend:cpu` in icon4py's tests -------------
+# icon4py's pytest option `--backend module:symbol` resolves the symbol with `pkgutil.resolve_name`,
+# a `getattr` on this package. The objects are made on first access (module `__getattr__`, PEP 562)
+# and cached: importing this package, or touching `cpu`, creates no CUDA context and compiles nothing
+# (compiling starts when a program first runs). `any_gpu` is `make_backend("gpu")` (whichever GPU
+# CuPy has); it cannot be called `gpu`, since `icoforge.backend.gpu` is the GPU runtime module.
+BACKEND_OBJECTS = {"cpu": "cpu", "cuda": "cuda", "hip": "hip", "any_gpu": "gpu"}
+_made_backends: dict[str, object] = {}
+
+
+def __getattr__(name: str):
+    if name not in BACKEND_OBJECTS:
+        # An AttributeError (not UnknownNameError): `from icoforge.backend import workflow` and
+        # `hasattr` rely on it; the message still lists the backend objects.
+        raise AttributeError(
+            f"module {__name__!r} has no attribute {name!r}; its backend objects are {', '.join(BACKEND_OBJECTS)}"
+        )
+    if name not in _made_backends:  # an error (no GPU) is raised again at the next access, never cached
+        _made_backends[name] = make_backend(BACKEND_OBJECTS[name])
+    return _made_backends[name]
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *BACKEND_OBJECTS])
