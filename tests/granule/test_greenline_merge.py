@@ -227,132 +227,192 @@ def test_merge_refuses_files_that_are_not_reports(tmp_path):
 
 
 # --- the GPU lock ---------------------------------------------------------------------------------
+# No test here depends on how long anything takes: each waits for the event it needs (a log line of
+# the lock, a line from a child process, a threading.Event), with a timeout that only a broken lock
+# reaches. Times are compared only in order (perf_counter is CLOCK_MONOTONIC, one clock for every
+# process of the machine), so a descheduled thread or process cannot fail them.
+
+_EVENT_S = 60.0  # how long a test waits for an event that a working lock always brings
+
+
+class _LockLog:
+    """The lock's log callback: keeps (time, line) and lets a thread wait for a line."""
+
+    def __init__(self, on_line=None):
+        self.entries: list[tuple[float, str]] = []
+        self.changed = threading.Condition()
+        self.on_line = on_line or (lambda line: None)
+
+    def __call__(self, line: str) -> None:
+        with self.changed:
+            self.entries.append((time.perf_counter(), line))
+            self.changed.notify_all()
+        self.on_line(line)
+
+    def when(self, prefix: str) -> float | None:
+        return next((t for t, line in self.entries if line.startswith(prefix)), None)
+
+    def wait_for(self, prefix: str) -> float:
+        with self.changed:
+            assert self.changed.wait_for(lambda: self.when(prefix) is not None, _EVENT_S), f"no line {prefix!r}"
+        return self.when(prefix)
+
+    def lines(self) -> list[str]:
+        return [line for _, line in self.entries]
+
+
+def _start(target, *args) -> threading.Thread:
+    t = threading.Thread(target=target, args=args, daemon=True)
+    t.start()
+    return t
 
 
 def test_gpu_lock_serializes_two_threads(tmp_path):
-    """Each thread records (enter, leave) while holding the lock; the intervals must not overlap
-    and the second thread must have waited for the first (a lock that does nothing fails both)."""
+    """A holds the lock until B is seen waiting for it; B enters only after A has left (a lock that
+    does nothing fails: B never waits, so no waiting line comes and B enters while A holds)."""
     path = tmp_path / "sub" / "gpu.lock"
     path.parent.mkdir()
-    lines: list[str] = []
-    intervals: dict[str, tuple[float, float]] = {}
+    log = _LockLog()
+    order: list[str] = []
     waited: dict[str, float] = {}
-    first_holds = threading.Event()
+    a_holds, release_a = threading.Event(), threading.Event()
 
-    def work(name: str, hold_s: float) -> None:
-        with GpuLock(path, lines.append).hold(name, "timed steps") as w:
+    def work(name: str, release: threading.Event | None) -> None:
+        with GpuLock(path, log).hold(name, "timed steps") as w:
             waited[name] = w
-            t0 = time.monotonic()
-            first_holds.set()
-            time.sleep(hold_s)
-            intervals[name] = (t0, time.monotonic())
+            order.append(f"{name} enters")
+            if release is not None:
+                a_holds.set()
+                release.wait(_EVENT_S)
+            order.append(f"{name} leaves")
 
-    a = threading.Thread(target=work, args=("A", 0.4))
-    a.start()
-    assert first_holds.wait(5)
-    b = threading.Thread(target=work, args=("B", 0.0))
-    b.start()
-    a.join(5)
-    b.join(5)
-    assert intervals["B"][0] >= intervals["A"][1]
-    assert waited["B"] >= 0.2 and waited["A"] < 0.2
-    assert any(line.startswith("B: waiting for the GPU lock") and "held by pid" in line for line in lines)
-    assert any(line.startswith("B: GPU lock acquired after") for line in lines)
+    try:
+        a = _start(work, "A", release_a)
+        assert a_holds.wait(_EVENT_S)
+        b = _start(work, "B", None)
+        b_waits = log.wait_for("B: waiting for the GPU lock")
+        assert order == ["A enters"]  # B is blocked, not inside
+        released = time.perf_counter()
+    finally:
+        release_a.set()
+    a.join(_EVENT_S)
+    b.join(_EVENT_S)
+    assert order == ["A enters", "A leaves", "B enters", "B leaves"]
+    assert waited["B"] >= released - b_waits > 0  # B's wait covers its time blocked
+    assert log.when("A: waiting") is None
+    assert any(line.startswith("B: waiting for the GPU lock") and "held by pid" in line for line in log.lines())
+    assert log.when("B: GPU lock acquired after") is not None
 
 
 def test_gpu_lock_measurement_waits_for_every_setup(tmp_path):
     """Two setups hold the lock at once (shared); a measurement starts only after both ended, and
-    a setup asked for during the measurement waits for its end."""
-    path = tmp_path / "gpu.lock"
-    lines: list[str] = []
-    lock = GpuLock(path, lines.append)
-    events: list[tuple[str, float]] = []
+    a setup asked for during the measurement waits for its end. Each holder lets go on an event."""
+    log = _LockLog()
+    lock = GpuLock(tmp_path / "gpu.lock", log)
+    order: list[str] = []
     both_setting_up = threading.Barrier(3)
+    release = {name: threading.Event() for name in ("dace_gpu", "gtfn_gpu", "measure")}
+    measuring, waited = threading.Event(), []
 
-    def setup(name: str, hold_s: float) -> None:
+    def setup(name: str) -> None:
         with lock.setting_up(name):
-            both_setting_up.wait(5)  # both inside at once: shared, not exclusive
-            time.sleep(hold_s)
-            events.append((f"{name} setup done", time.monotonic()))
+            both_setting_up.wait(_EVENT_S)  # both inside at once: shared, not exclusive
+            release[name].wait(_EVENT_S)
+            order.append(f"{name} setup done")
 
-    threads = [threading.Thread(target=setup, args=(n, s)) for n, s in (("dace_gpu", 0.5), ("gtfn_gpu", 0.1))]
-    for t in threads:
-        t.start()
-    both_setting_up.wait(5)
-    late_started = threading.Event()
+    def measure() -> None:
+        with lock.hold("icoforge-cuda", "timed steps") as w:
+            waited.append(w)
+            order.append("measure starts")
+            measuring.set()
+            release["measure"].wait(_EVENT_S)
+            order.append("measure ends")
 
     def late_setup() -> None:
-        late_started.set()
         with lock.setting_up("late"):
-            events.append(("late setup starts", time.monotonic()))
+            order.append("late setup starts")
 
-    with lock.hold("icoforge-cuda", "timed steps") as waited:
-        events.append(("measure starts", time.monotonic()))
-        late = threading.Thread(target=late_setup)
-        late.start()
-        assert late_started.wait(5)
-        time.sleep(0.3)
-        events.append(("measure ends", time.monotonic()))
-    for t in (*threads, late):
-        t.join(5)
-    at = dict(events)
-    assert at["measure starts"] >= max(at["dace_gpu setup done"], at["gtfn_gpu setup done"])
-    assert waited >= 0.3
-    assert at["late setup starts"] >= at["measure ends"]
-    assert any("held by other processes still setting up" in line for line in lines)
-    assert any(line.startswith("late: setup waits for a measurement to end") for line in lines)
+    try:
+        setups = [_start(setup, name) for name in ("dace_gpu", "gtfn_gpu")]
+        both_setting_up.wait(_EVENT_S)
+        measurer = _start(measure)
+        measure_waits = log.wait_for("icoforge-cuda: waiting for the GPU lock")
+        release["gtfn_gpu"].set()
+        setups[1].join(_EVENT_S)
+        time.sleep(0.05)  # lets a lock that ignores the other setup show it; passing never depends on it
+        assert order == ["gtfn_gpu setup done"]  # dace_gpu still sets up: no measurement yet
+        last_setup_released = time.perf_counter()
+        release["dace_gpu"].set()
+        assert measuring.wait(_EVENT_S)
+        late = _start(late_setup)
+        log.wait_for("late: setup waits for a measurement to end")
+        assert order[-1] == "measure starts"  # the late setup is blocked, not inside
+    finally:
+        for event in release.values():
+            event.set()
+    for t in (*setups, measurer, late):
+        t.join(_EVENT_S)
+    assert order == ["gtfn_gpu setup done", "dace_gpu setup done", "measure starts", "measure ends", "late setup starts"]
+    assert waited[0] >= last_setup_released - measure_waits > 0
+    assert any("held by other processes still setting up" in line for line in log.lines())
+
+
+def _child(code: str) -> subprocess.Popen:
+    """A Python child that takes lines on stdin and answers on stdout (it ends its waits on EOF)."""
+    return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def _tell(child: subprocess.Popen, line: str) -> None:
+    child.stdin.write(line + "\n")
+    child.stdin.flush()
 
 
 def test_gpu_lock_waits_for_another_process(tmp_path):
+    """Another process holds the lock until this one is seen waiting; it lets go when told, and
+    says when (a lock that does not wait fails: no waiting line, and it enters while held)."""
     path = tmp_path / "gpu.lock"  # created by the lock
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import fcntl, os, sys, time\n"
-            f"fd = os.open({str(path)!r}, os.O_RDWR | os.O_CREAT)\n"
-            "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(0.6)\n",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
+    holder = _child(
+        "import fcntl, os, sys, time\n"
+        f"fd = os.open({str(path)!r}, os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\nsys.stdin.readline()\n"
+        "print('unlocking', time.perf_counter(), flush=True)\nfcntl.flock(fd, fcntl.LOCK_UN)\n"
     )
+    log = _LockLog(on_line=lambda line: _tell(holder, "let go") if line.startswith("gtfn_gpu: waiting") else None)
     try:
         assert holder.stdout.readline().strip() == "locked"
-        t0 = time.monotonic()
-        with GpuLock(path).hold("gtfn_gpu", "timed steps") as waited:
-            assert holder.poll() is not None or time.monotonic() - t0 >= 0.3  # the holder has let go
-        assert waited >= 0.3
+        with GpuLock(path, log).hold("gtfn_gpu", "timed steps") as waited:
+            assert log.when("gtfn_gpu: waiting for the GPU lock") is not None
+            said, unlocked = holder.stdout.readline().split()  # written before it let go
+        assert said == "unlocking"
+        assert waited >= float(unlocked) - log.when("gtfn_gpu: waiting") > 0
     finally:
-        holder.wait(10)
+        holder.stdin.close()
+        holder.wait(_EVENT_S)
 
 
 def test_gpu_lock_a_finished_process_holds_it_shared_until_it_exits(tmp_path):
     """After its measurement a process keeps the lock shared until it exits: the next measurement
-    starts after that exit, not beside the first process's reports and teardown."""
+    starts after that exit, not beside the first process's reports and teardown. The finishing
+    process exits when told to, once the next measurement is seen waiting."""
     path = tmp_path / "gpu.lock"
-    finisher = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import time\nfrom icoforge.granule.gpulock import GpuLock\n"
-            f"lock = GpuLock({str(path)!r})\n"
-            "with lock.hold('dace_gpu', 'timed steps'):\n    pass\n"
-            "lock.shared_until_exit('dace_gpu')\nprint('measured', flush=True)\ntime.sleep(0.6)\n"
-            "print('exiting', flush=True)\n",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
+    finisher = _child(
+        "import sys, time\nfrom icoforge.granule.gpulock import GpuLock\n"
+        f"lock = GpuLock({str(path)!r})\n"
+        "with lock.hold('dace_gpu', 'timed steps'):\n    pass\n"
+        "lock.shared_until_exit('dace_gpu')\nprint('measured', flush=True)\nsys.stdin.readline()\n"
+        "print('exiting', time.perf_counter(), flush=True)\n"
     )
+    log = _LockLog(on_line=lambda line: _tell(finisher, "exit") if line.startswith("icoforge-cuda: waiting") else None)
     try:
         assert finisher.stdout.readline().strip() == "measured"
-        lines: list[str] = []
-        with GpuLock(path, lines.append).hold("icoforge-cuda", "timed steps") as waited:
-            # the finisher said goodbye before this measurement could start
-            assert finisher.stdout.readline().strip() == "exiting"
-        assert waited >= 0.3
-        assert any(line.startswith("icoforge-cuda: waiting for the GPU lock") for line in lines)
+        with GpuLock(path, log).hold("icoforge-cuda", "timed steps") as waited:
+            assert log.when("icoforge-cuda: waiting for the GPU lock") is not None
+            said, exiting = finisher.stdout.readline().split()  # the finisher said goodbye before
+        assert said == "exiting"
+        assert waited >= float(exiting) - log.when("icoforge-cuda: waiting") > 0
     finally:
-        finisher.wait(10)
+        finisher.stdin.close()
+        finisher.wait(_EVENT_S)
 
 
 def test_gpu_lock_refuses_a_bad_path_early(tmp_path):
