@@ -297,8 +297,8 @@ def _compute(grid: Any, factory_backend: str, status: Callable[[str], None]) -> 
     from icoforge.suite import peers
 
     # icon4py 0.4.1's field factories take a GT4Py Backend object, not a descriptor: for a peer
-    # name, GT4Py's plain object (the static fields are computed once, outside every timing)
-    backend = peers.plain(factory_backend) if peers.is_peer(factory_backend) else resolve_backend(factory_backend)
+    # name, the one icon4py's own fixtures give them (customize_backend with no program)
+    backend = peers.generic(factory_backend) if peers.is_peer(factory_backend) else resolve_backend(factory_backend)
     manager = grid.manager
     mesh = grid.icon_grid
     timings: dict[str, float] = {}

@@ -99,6 +99,13 @@ def for_program(backend: dict[str, Any], program: Any) -> Any:
     return _CUSTOMIZED[key][1]
 
 
+def generic(name: str) -> Any:
+    """The one backend icon4py makes of a peer's descriptor where no program is named (its field
+    factories and test fixtures: `model_options.customize_backend(None, descriptor)`), for places
+    that take a GT4Py Backend object rather than a descriptor."""
+    return for_program(descriptor(name), None)
+
+
 # (id of the descriptor, program name) -> (the descriptor, kept alive so its id stays its own; backend)
 _CUSTOMIZED: dict[tuple[int, str], tuple[dict[str, Any], Any]] = {}
 

@@ -1,0 +1,39 @@
+#!/bin/bash
+# One device call (issue 47 item 2): icon4py's own dycore benchmark as the referee.
+# icon4py 0.4.1's test_benchmark_solve_nonhydro (SolveNonhydro.time_step under pytest-benchmark, the
+# static fields built by icon4py's factories with the backend under test) on icoforge's preset grid
+# file (the greenline's), once per backend, one after the other, in Python's optimized mode as
+# icon4py's benchmarks run. icon4py's tests are not in its wheels: carry_icon4py_tests.sh copies the
+# ones this needs from ../shared into .icon4py-tests/ (git-ignored), which the call carries.
+#
+#   scripts/device/carry_icon4py_tests.sh   # here, once
+#   run(carry=[".whl", ".icon4py-tests"], timeout_s=600,
+#       command="CONFIG='R2B6 80' bash scripts/device/run_icon4py_bench.sh")
+#
+# Knobs: CONFIG ("REGIONAL 80"), BACKENDS ("icoforge.backend:cuda dace_gpu": icon4py's --backend
+#        values: a name of model_backends.BACKENDS, or module:symbol), END_S (570: stop at this many
+#        seconds after the call began).
+# Results: $OUT/icon4py-bench.md (the table), $OUT/*.json (pytest-benchmark), $OUT/*.log.
+source scripts/device/setup.sh
+source scripts/device/lib.sh
+set -u
+export PYTHONUNBUFFERED=1
+export GT4PY_BUILD_CACHE_LIFETIME=persistent GT4PY_BUILD_CACHE_DIR=/tmp/gt4py-cache
+read -r GRID LEVELS <<< "${CONFIG:-REGIONAL 80}"
+TESTS=$PWD/.icon4py-tests
+[ -f $TESTS/pyproject.toml ] || { echo "no .icon4py-tests: run scripts/device/carry_icon4py_tests.sh and carry it"; exit 1; }
+GRIDFILE=$(python3 -c 'import sys; from icoforge.grids import resolve_grid_path; print(resolve_grid_path(sys.argv[1], show_progress=False))' $GRID) || exit 1
+stamp "grid file $GRIDFILE"
+TEST=model/atmosphere/dycore/tests/dycore/integration_tests/test_benchmark_solve_nonhydro.py
+deadline ${END_S:-570} "pytest -p no:cacheprovider" &
+KILLER=$!
+for b in ${BACKENDS:-icoforge.backend:cuda dace_gpu}; do
+  label=$(echo "$b" | tr ':.' '__')
+  stamp "icon4py's benchmark, --backend $b, $GRID/$LEVELS"
+  (cd $TESTS && python3 -O -m pytest -p no:cacheprovider --backend "$b" --grid "$GRIDFILE:$LEVELS" $TEST \
+     --benchmark-json $OUT/bench-$label-$GRID-$LEVELS.json) > $OUT/bench-$label-$GRID-$LEVELS.log 2>&1
+  stamp "done (rc $?): $(tail -1 $OUT/bench-$label-$GRID-$LEVELS.log)"
+done
+stop_bg $KILLER
+python3 scripts/device/icon4py_bench_table.py $OUT/bench-*-$GRID-$LEVELS.json > $OUT/icon4py-bench.md
+cat $OUT/icon4py-bench.md
