@@ -104,6 +104,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from icoforge import settings
         from icoforge.backend import compile_pool
         from icoforge.grids import load_grid
+        from icoforge.suite import peers
         from icoforge.suite.backends import get_backend
         from icoforge.suite.catalogue import get_program
         from icoforge.suite.runner import run_program
@@ -126,6 +127,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 compile_pool.warm_up_for(backend, workers=1)
         info = get_program(args.program)  # a typo fails before the grid is generated
         static_values = common_args.parse_static_values(args, [args.program])
+        for name in dict.fromkeys(backends):
+            if peers.is_peer(name) or name in peers.PLAIN_PEERS:  # say how GT4Py's backend is configured
+                step.log(peers.describe_for(name, info.program))
 
         step("loading the grid")
         grid = load_grid(args.grid, levels=args.levels)

@@ -158,6 +158,18 @@ def summarize(options: str) -> str:
     return ", ".join(parts) or "defaults"
 
 
+def describe_for(name: str, program: Any) -> str:
+    """One line for a command that runs one program on a peer: where the peer comes from and the
+    options icon4py's `get_options` gives this program (the function `customize_backend` uses)."""
+    if not is_peer(name):
+        return f"{name}: {source(name)}" if name in PLAIN_PEERS else name
+    from icon4py.model.common import model_options
+
+    options = model_options.get_options(program_name(program), **descriptor(name))
+    stride = "; unit horizontal stride" if name.startswith("dace") else ""
+    return f"{name}: {source(name)}{stride}; {program_name(program)}: {summarize(str(options))}"
+
+
 def peer_config(name: str, options: dict[str, str] | None = None) -> dict[str, Any]:
     """What `granule-latest.json` and the reports say about a backend's configuration."""
     if name.startswith("icoforge"):

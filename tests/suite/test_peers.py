@@ -85,3 +85,11 @@ def test_latest_and_report_name_the_peer_configuration():
     assert "BACKENDS['dace_gpu']" in note and "compute_rho_theta_pgrad_and_update_vn: use_zero_origin=True" in note
     assert latest(_one_backend_report(None), "abc")["peer_config"] == {"dace_gpu": {"source": "not recorded"}}
     assert report.peer_note(_one_backend_report(None)["backends"][0]) is None
+
+
+def test_run_says_how_each_peer_is_configured_for_its_program():
+    rho_theta = get_program("compute_rho_theta_pgrad_and_update_vn").program
+    line = peers.describe_for("dace_gpu", rho_theta)
+    assert "BACKENDS['dace_gpu']" in line and line.endswith("compute_rho_theta_pgrad_and_update_vn: use_zero_origin=True")
+    assert "use_zero_origin" not in peers.describe_for("gtfn_gpu", rho_theta)
+    assert "plain" in peers.describe_for("dace_gpu_plain", rho_theta)
