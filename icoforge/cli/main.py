@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "icoforge.cli.tune_cmd",  # tune
     "icoforge.cli.references_cmd",  # stored GT4Py references: make, check
     "icoforge.cli.hpc_cmd",  # hpc-references, hpc-trend (the ReFrame checks in hpc/)
+    "icoforge.cli.model_cmd",  # model: icon4py's driver with a backend (icoforge/model)
 )
 
 

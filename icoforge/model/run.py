@@ -1,0 +1,183 @@
+"""icon4py's driver with a backend from icoforge's registry, one time step at a time.
+
+`start` does what icon4py's `run_driver` does before its time loop (grid manager,
+`initialize_driver`, initial condition, driver states), each phase timed; `Session.step` runs one
+time step through the driver's own `time_integration` (with its step count set to one), so every
+step is icon4py's code path, and returns its wall time.
+
+Step times can be spoiled by others: a GT4Py compile worker still busy (GT4Py compiles in worker
+processes) or OpenMP threads spinning. Each step records the CPU seconds that this process'
+children (the compile workers) used while it ran; a step where they used more than
+`BUSY_WORKER_FRACTION` of its wall time is marked and kept out of the steady-state figures.
+OpenMP threads are told to sleep between kernels (`OMP_WAIT_POLICY=passive` unless set).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import multiprocessing
+import os
+import pathlib
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from icoforge import settings
+
+BUSY_WORKER_FRACTION = 0.05
+Progress = Callable[[str], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class StepTime:
+    index: int  # 1-based
+    seconds: float
+    worker_cpu_s: float  # CPU seconds of compile workers during the step
+
+    @property
+    def worker_busy(self) -> bool:
+        return self.worker_cpu_s > BUSY_WORKER_FRACTION * self.seconds
+
+
+@dataclasses.dataclass
+class Session:
+    """A driver ready to step: icon4py's `Icon4pyDriver` and its `DriverStates`."""
+
+    driver: Any
+    states: Any
+    setup_s: dict[str, float]
+    steps: list[StepTime] = dataclasses.field(default_factory=list)
+
+    def step(self) -> StepTime:
+        mtv = self.driver.model_time_variables
+        mtv.n_time_steps = 1  # time_integration loops over n_time_steps: one step per call
+        cpu0 = children_cpu_seconds()
+        t0 = time.perf_counter()
+        self.driver.time_integration(self.states)
+        seconds = time.perf_counter() - t0
+        record = StepTime(len(self.steps) + 1, seconds, max(0.0, children_cpu_seconds() - cpu0))
+        self.steps.append(record)
+        return record
+
+    @property
+    def prognostics(self) -> Any:
+        return self.states.prognostics.current
+
+
+def children_cpu_seconds() -> float:
+    """CPU seconds (user + system) used so far by this process' live child processes (GT4Py's
+    compile workers are multiprocessing children); children that ended count no more."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for child in multiprocessing.active_children():
+        try:
+            fields = pathlib.Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def workers_alive() -> int:
+    return len(multiprocessing.active_children())
+
+
+@contextlib.contextmanager
+def _phase(name: str, times: dict[str, float], progress: Progress) -> Iterator[None]:
+    progress(f"{name} ...")
+    t0 = time.perf_counter()
+    yield
+    times[name] = time.perf_counter() - t0
+    progress(f"{name}: {times[name]:.1f} s")
+
+
+def quiet_icon4py(verbose: bool) -> None:
+    """icon4py logs every substep at INFO: keep it to warnings unless asked for."""
+    level = logging.INFO if verbose else logging.WARNING
+    logging.getLogger("icon4py").setLevel(level)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(format="icon4py: %(levelname)s %(message)s")
+
+
+def start(config: Any, grid_file: pathlib.Path, backend: Any, progress: Progress) -> Session:
+    """icon4py's driver set up as `run_driver` does before its time loop. `backend` is whatever
+    icoforge's registry returned for the name (a GT4Py backend, icon4py's descriptor, or None);
+    it goes through `model_options.customize_backend(program=None, ...)` as in icon4py's own
+    driver CLI (`icon4py.model.driver.main`): a GT4Py backend or None comes out unchanged, a
+    descriptor becomes icon4py's backend for the whole driver (its components cannot take the
+    descriptor itself: icon4py's geometry factory asks it for `.name`)."""
+    settings.prepare_openmp()
+    from icon4py.model.common import model_backends, model_options
+    from icon4py.model.common.decomposition import definitions as decomposition
+    from icon4py.model.driver import driver, driver_utils
+
+    times: dict[str, float] = {}
+    backend = model_options.customize_backend(program=None, backend=backend)
+    allocator = model_backends.get_allocator(backend)
+    props = decomposition.get_process_properties(decomposition.get_runtype(with_mpi=False))
+    with _phase("grid (icon4py's GridManager)", times, progress):
+        manager = driver_utils.create_grid_manager(
+            grid_file_path=grid_file, vertical_grid_config=config.vertical_grid, allocator=allocator, process_props=props
+        )
+    with _phase("initialize_driver (static fields, granules: compiles)", times, progress):
+        icon4py_driver = driver.initialize_driver(config=config, grid_manager=manager, process_props=props, backend=backend)
+    with _phase("initial condition and driver states", times, progress):
+        states = _initial_states(icon4py_driver, allocator)
+    return Session(icon4py_driver, states, times)
+
+
+def _initial_states(drv: Any, allocator: Any) -> Any:
+    """The prognostic, tracer and diagnostic states and the initial condition, through icon4py's
+    own functions, in `run_driver`'s order."""
+    from icon4py.model.common import initial_condition
+    from icon4py.model.common.states import diagnostic_state, nonhydro_states, prognostic_state, tracer_states
+    from icon4py.model.driver import driver_states, driver_utils
+
+    grid, config = drv.grid, drv.config
+    prognostic_now = prognostic_state.initialize_prognostic_state(grid=grid, allocator=allocator)
+    tracer_now = tracer_states.initialize_tracer_state(grid=grid, allocator=allocator, tracer_config=config.tracer_config)
+    nonhydro_diagnostic = (
+        nonhydro_states.initialize_solve_nonhydro_diagnostic_state(grid=grid, allocator=allocator)
+        if config.nonhydrostatic is not None
+        else None
+    )
+    initial_condition.create(
+        config=config.initial_condition,
+        vertical_config=config.vertical_grid,
+        grid=grid,
+        static_fields=drv.static_field_factories,
+        prognostic_state_now=prognostic_now,
+        tracer_state_now=tracer_now,
+        solve_nonhydro_diagnostic_state=nonhydro_diagnostic,
+        backend=drv.backend,
+        exchange=drv.exchange,
+        global_reductions=drv.global_reductions,
+    )
+    states = driver_states.assemble_driver_states(
+        grid=grid,
+        allocator=allocator,
+        backend=drv.backend,
+        exchange=drv.exchange,
+        static_fields=drv.static_field_factories,
+        prognostic_state_now=prognostic_now,
+        tracer_state_now=tracer_now,
+        diagnostic_state=diagnostic_state.initialize_diagnostic_state(grid=grid, allocator=allocator),
+        experiment_config=config,
+        solve_nonhydro_diagnostic_state=nonhydro_diagnostic,
+    )
+    driver_utils.validate_granule_state_consistency(config=config, granules=drv.granules, states=states)
+    return states
+
+
+PROGNOSTIC_FIELDS = ("vn", "w", "rho", "exner", "theta_v")
+
+
+def prognostic_arrays(session: Session) -> dict[str, Any]:
+    """The prognostic fields now, as NumPy copies (vn, w, rho, exner, theta_v; plus active tracers)."""
+    p = session.prognostics
+    out = {name: getattr(p, name).asnumpy().copy() for name in PROGNOSTIC_FIELDS}
+    for tracer in session.states.tracers.current.active_fields():
+        out[tracer.name] = tracer.field.asnumpy().copy()
+    return out
