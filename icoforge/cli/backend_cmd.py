@@ -17,7 +17,8 @@ from icoforge.errors import IcoforgeError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("gpu-check", help="compile every program's CUDA (nvcc sm_90) and HIP (hipcc gfx90a); no GPU needed")
+    p = sub.add_parser("gpu-check", help="compile every program's CUDA (nvcc sm_90) and HIP (hipcc gfx90a); no GPU needed; "
+                       "--target hip: registers and occupancy on gfx90a and gfx942 (clang) beside sm_90")
     p.add_argument("--programs", nargs="*", help="default: all dycore programs")
     p.add_argument("--grid", default="R2B3")
     p.add_argument("--levels", type=int, default=10)
@@ -25,6 +26,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="write the register/spill table (Markdown) here")
     p.add_argument("--compilers", default="", help="comma list of nvcc, hipcc, hip-on-cuda (the HIP source with nvcc "
                    "through the HIP-on-CUDA header); default: nvcc and hipcc, whichever is installed")
+    p.add_argument("--target", choices=("cuda", "hip"), help="cuda: nvcc only; hip: the HIP module with clang for --archs "
+                   "(VGPR/SGPR/AGPR/LDS/scratch, waves per SIMD) beside sm_90 (the same module via the HIP-on-CUDA header)")
+    p.add_argument("--archs", default="gfx90a,gfx942", help="AMD architectures of --target hip (comma list)")
+    p.add_argument("--k-unroll", default="", metavar="U,U,...", help="--target hip: one table per k_unroll factor of the "
+                   "HIP default (the scan kernels; default programs: both vertically implicit solvers)")
     p.set_defaults(func=gpu_check)
 
     v = sub.add_parser("verify-all", help="every program: icoforge-cpu (or --backend) vs a GT4Py backend, whole outputs compared")
@@ -50,6 +56,10 @@ def _names(args) -> list[str]:
 
 
 def gpu_check(args) -> int:
+    if getattr(args, "target", None) == "hip":
+        return _amd_check(args)
+    if getattr(args, "target", None) == "cuda":
+        args.compilers = args.compilers or "nvcc"
     from icoforge.suite.checks import compile_all, compile_table_markdown
 
     console = Console(stderr=True)
@@ -77,6 +87,67 @@ def gpu_check(args) -> int:
     print(table)
     for r in bad:
         console.print(f"[red]{r.program} {r.compiler} {r.kernel}: {r.error or 'spills'}[/red]")
+    return 1 if bad else 0
+
+
+SCAN_PROGRAMS = ("vertically_implicit_solver_at_predictor_step", "vertically_implicit_solver_at_corrector_step")
+
+
+def _amd_options(args) -> tuple[tuple[str, ...], tuple[int | None, ...]]:
+    from icoforge.backend.occupancy import AMD
+
+    archs = tuple(a.strip() for a in args.archs.split(",") if a.strip())
+    for a in archs:
+        if a not in AMD:
+            raise IcoforgeError(f"--archs: unknown AMD architecture {a!r}; choose of {', '.join(AMD)}")
+    try:
+        unrolls = tuple(int(u) for u in args.k_unroll.split(",") if u.strip())
+    except ValueError:
+        raise IcoforgeError(f"--k-unroll: whole numbers separated by commas, e.g. 1,2,4,8; got {args.k_unroll!r}") from None
+    if any(u < 1 for u in unrolls):
+        raise IcoforgeError(f"--k-unroll: factors of 1 or more, got {args.k_unroll!r}")
+    return archs, unrolls or (None,)
+
+
+def _amd_check(args) -> int:
+    """`gpu-check --target hip`: the AMD resource table (icoforge.perf.amd_resources)."""
+    from icoforge.backend.amd_check import INSTALL_HINT, find_amd_clang
+    from icoforge.console import fit_table, make_console
+    from icoforge.perf import amd_tables
+    from icoforge.perf.amd_resources import collect
+
+    archs, unrolls = _amd_options(args)
+    if find_amd_clang() is None:
+        raise IcoforgeError(f"gpu-check --target hip needs clang with HIP support; {INSTALL_HINT}")
+    if args.k_unroll and not args.programs:
+        args.programs = list(SCAN_PROGRAMS)
+    names = _names(args)
+    console = Console(stderr=True)
+    done: set[str] = set()
+    with StepProgress(console) as step:
+        step(f"GT4Py passes + clang ({', '.join(archs)}) + nvcc, {len(names)} programs", 0, len(names))
+
+        def on_rows(rows):
+            done.add(rows[0].program)
+            step(f"compiled {rows[0].program}", len(done), len(names))
+
+        rows = collect(names, args.grid, args.levels, args.jobs, archs, unrolls, on_rows=on_rows)
+    title = (f"# AMD resources, {datetime.date.today()}\n\nGrid {args.grid}, {args.levels} levels; HIP vendor default "
+             f"schedule{' with k_unroll ' + args.k_unroll if args.k_unroll else ''}; host {platform.node() or 'unknown'}.")
+    text = amd_tables.markdown(rows, archs, title, getattr(args, "wide", False))
+    if args.k_unroll:
+        text += "\n## Scan kernels per k_unroll\n\n" + "\n".join(amd_tables.unroll_markdown(rows, archs)) + "\n"
+    if args.out:
+        pathlib.Path(args.out).write_text(text)
+    out = make_console(wide=getattr(args, "wide", False))
+    cols, cells = amd_tables.terminal_table(rows, archs)
+    out.print(fit_table(out, "Registers and occupancy (waves/SIMD of 8; sm90: warps/scheduler of 16)", cols, cells))
+    for line in amd_tables.summary(rows, archs):
+        out.print(line, highlight=False)
+    # the default schedule must build without spills; the k_unroll sweep's spills are results
+    bad = [(r, p) for r in rows for p in r.problems() if r.k_unroll == 1 or r.error]
+    for r, p in bad:
+        console.print(f"[red]{r.program} {r.kernel}: {p.splitlines()[0][:300]}[/red]")
     return 1 if bad else 0
 
 
