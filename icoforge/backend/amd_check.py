@@ -120,6 +120,7 @@ def _make_shadow(found: pathlib.Path, shadow: pathlib.Path, arch: str, clang: st
 
 def amd_check(source: str, arch: str, clang: str | None = None) -> list[AMDKernelResources]:
     """Compile the HIP module `source` for `arch` (device code only, linked into a code object)."""
+    _isa_version(arch)  # a bad name fails here, before any compiler runs
     clang = clang or find_amd_clang()
     if clang is None:
         raise GPUCompileError(f"no clang with HIP support found ({', '.join(CLANG_CANDIDATES)}); {INSTALL_HINT}")
