@@ -28,6 +28,7 @@ load of 10), about 2 min with a warm cache.
 
 import json
 import os
+import shlex
 
 import icoforge_hpc as hpc  # next to this file (ReFrame puts the check's directory on sys.path)
 import reframe as rfm
@@ -83,6 +84,10 @@ class IcoforgeCommand(rfm.RunOnlyRegressionTest):
             self.env_vars["OMP_NUM_THREADS"] = str(cpus)
         if self.kind == "gpu" and self.current_partition.get_resource("gpu", num_gpus_per_node=1):
             self.extra_resources = {"gpu": {"num_gpus_per_node": 1}}
+        if self.kind == "gpu":  # a partition with the feature `hip` runs icoforge-hip (before load_references:
+            self.backend = hpc.gpu_backend(self.current_partition.features, self.backend)  # its key names it)
+        if self._extra("icoforge_schedule"):  # a schedule (JSON or file) for the GPU backends: ICOFORGE_SCHEDULE
+            self.env_vars["ICOFORGE_SCHEDULE"] = shlex.quote(self._extra("icoforge_schedule"))  # JSON: one word
 
     @run_after("setup")
     def load_references(self):

@@ -49,7 +49,7 @@ DEFAULTS = {
 # each from a GT4Py backend on the same inputs (seed 0): the greenline check compares with them.
 FINGERPRINTS = {
     ("R2B3", 10): "tests/granule/data/r2b3_l10_gtfn_cpu.json",
-    ("R2B6", 80): "benchmarks/h200-2026-11-30-s5/ref-gtfn_gpu-R2B6-80.json",
+    ("R2B6", 80): "benchmarks/h200/2026-11-30-s5/ref-gtfn_gpu-R2B6-80.json",
 }
 FINGERPRINT_RTOL = 1e-9  # the granule tests' tolerance; CPU vs GPU rounding is ~1e-14
 
@@ -167,13 +167,26 @@ class Command:
         return program_values(stdout, self.argv[self.argv.index("--backend") + 1])
 
 
+# A GPU partition with one of these features runs the GPU checks with that backend (AMD: HIP).
+GPU_BACKEND_BY_FEATURE = {"hip": "icoforge-hip"}
+
+
+def gpu_backend(features: set[str] | list[str], default: str) -> str:
+    """The backend of the GPU checks on a partition with these features."""
+    found = [GPU_BACKEND_BY_FEATURE[f] for f in features if f in GPU_BACKEND_BY_FEATURE]
+    return found[0] if found else default
+
+
 def commands_for(features: set[str] | list[str]) -> list[Command]:
     """The checks' commands on a partition with these features, with their default settings."""
     out = []
     for kind in ("cpu", "gpu"):
         if kind not in features:
             continue
-        p, g = DEFAULTS[kind]["program"], DEFAULTS[kind]["greenline"]
+        p, g = dict(DEFAULTS[kind]["program"]), dict(DEFAULTS[kind]["greenline"])
+        if kind == "gpu":
+            p["backend"] = gpu_backend(features, p["backend"])
+            g["backend"] = gpu_backend(features, g["backend"])
         for program in PROGRAMS:
             out.append(Command(
                 program_key(program, p["grid"], p["levels"], p["backend"]),
