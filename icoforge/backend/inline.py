@@ -175,7 +175,7 @@ def _consider(program: ir.ProgramIR, t: ir.Temporary, policy: str) -> tuple[Deci
 
 def _slower_on_a_gpu(prod: recompute.Producer, readers, kinds: dict[str, str]) -> str:
     """Why recomputing would cost more time than the bytes it saves, measured on the H200 (R2B6/80,
-    benchmarks/h200-2026-12-01-s10), or "". Two cases lost there:
+    benchmarks/h200/2026-12-01-s10), or "". Two cases lost there:
     * a scan reader: each level waits for the one before, so work added per level adds latency
       (the vertical solvers: 4-7 % slower with their point producers recomputed at k-1, k, k+1);
     * a gather of gathers: a producer that reads through a neighbour table, recomputed at two or

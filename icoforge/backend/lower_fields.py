@@ -181,7 +181,7 @@ def _fused_inputs(base: LazyField) -> frozenset:
     an `if_` and a scan are opaque (GT4Py's single-argument rule is for field operators).
     A field of neighbour lists is fused into its reader, so `reduce(e_bln_c_s * vn(C2E))` has two
     inputs: counted as one, it was recomputed at every neighbour of its reader (horizontal
-    advection 1.7x slower on the H200 than GT4Py's split, benchmarks/h200-2026-12-02-s13)."""
+    advection 1.7x slower on the H200 than GT4Py's split, benchmarks/h200/2026-12-02-s13)."""
     if base.fused_inputs is None:
         keys: set = set()
         for a in base.args:

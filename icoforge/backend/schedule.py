@@ -319,16 +319,16 @@ VENDOR_DEFAULTS = {
     # 32x8 (levels on y for 2-D maps; 256 threads along x for scans and horizontal-only kernels)
     # with 32-bit index arithmetic wherever the call's fields fit ("auto": a 64-bit twin of every
     # kernel is launched instead when they do not, so a huge grid never gets a wrong index).
-    # The sweeps' best schedule of all four big programs (benchmarks/h200-2026-11-30-s4: 1.05-1.16x
+    # The sweeps' best schedule of all four big programs (benchmarks/h200/2026-11-30-s4: 1.05-1.16x
     # against 32x4 with 64-bit indices); the whole dycore step on R2B6/80: 93.3 -> 89.7 ms
-    # (1.04x, benchmarks/h200-2026-12-01-s9). 32x4 beat the older 128x1 by 1.12-1.29x (-s2, -s3).
+    # (1.04x, benchmarks/h200/2026-12-01-s9). 32x4 beat the older 128x1 by 1.12-1.29x (-s2, -s3).
     "cuda": Schedule(block=(32, 8), index_bits="auto"),
     "hip": Schedule(block=(256, 1)),  # 256x1 beat 32x8 on MI300A in icon4py's AMD work
 }
 
 # Programs fused by the default schedule (no --schedule; a schedule given as JSON fuses only what
 # it names). CUDA: the perturbed quantities, 8 -> 2 kernels, 1.62 -> 1.39 and 1.66 -> 1.42 ms
-# per call on R2B6/80 in two H200 runs (benchmarks/h200-2026-12-02-s13, -s14), dace_gpu 1.44;
+# per call on R2B6/80 in two H200 runs (benchmarks/h200/2026-12-02-s13, -s14), dace_gpu 1.44;
 # the predictor's vertically implicit solver, 8 -> 4 kernels, 3.017 -> 2.890 (-s13, with every
 # program fused) and 3.017 -> 2.858 ms per call (-s17, alone; bit-identical); the corrector's
 # solver was 5 % slower fused (-s13), the other programs within the noise. HIP: nothing measured.
@@ -339,7 +339,7 @@ VENDOR_FUSE: dict[str, tuple[str, ...]] = {
 
 # The default's fuse_scan_min_columns. The predictor solver fused runs its largest map inside the
 # backward sweep, one thread per column. On REGIONAL/80 (44,640 columns) the step was 1.3 % faster
-# with the predictor not fused at all (benchmarks/h200-2026-12-04-s25, one run, bit-identical); the
+# with the predictor not fused at all (benchmarks/h200/2026-12-04-s25, one run, bit-identical); the
 # corrector fused the same way lost 17 % per call there and 5 % on R2B6/120 (-s23). On R2B6/80
 # (327,680 columns) the predictor's fusion saved 0.79 ms per step (-s17). Below the threshold the
 # default keeps the predictor's map fusions (k0to1, k2to5: a thread per point still) and refuses

@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     def load(spec: str) -> StoredFloors:
         label, sep, path = spec.partition("=")
         if not sep:
-            p.error(f"{spec!r}: give LABEL=JSON, e.g. R2B6/80=benchmarks/h200-2026-12-03-s21/gl-R2B6-80-opt.json")
+            p.error(f"{spec!r}: give LABEL=JSON, e.g. R2B6/80=benchmarks/h200/2026-12-03-s21/gl-R2B6-80-opt.json")
         return load_floors(label, path)
 
     text = report([load(s) for s in args.runs], [load(s) for s in args.roofline])

@@ -1,5 +1,5 @@
 """The schedules the tuner tries: each knob alone on top of the vendor default, then the pairs that
-won in the H200 sweeps (benchmarks/h200-2026-11-29-s2, -s3, -30-s4).
+won in the H200 sweeps (benchmarks/h200/2026-11-29-s2, -s3, -30-s4).
 
 A candidate is applied to every kernel of the program at once; the tuner then picks, kernel by
 kernel, the candidate that timed best. So the space lists whole-kernel schedules, not combinations
@@ -27,7 +27,7 @@ FULL = (
     "maxreg40", "maxreg48", "block32x2_maxreg48",
 )  # fmt: skip
 # maxreg40/48: REGIONAL's rho_theta main kernel runs at 56 registers, 53 % occupancy and 2.2 TB/s
-# (ncu, benchmarks/h200-2026-12-03-s23): caps below 64 let more warps hide its gathers' latency.
+# (ncu, benchmarks/h200/2026-12-03-s23): caps below 64 let more warps hide its gathers' latency.
 HIP_ONLY = ("chiplet8",)
 
 _WORDS = (  # word -> knobs of the Schedule

@@ -4,7 +4,7 @@ Each (program, backend, grid) runs in a fresh process with empty caches (icoforg
 so "compile" is a cold compile: GT4Py's passes, code generation and the C++ build. Then the median
 of --repeat calls. Prints a table and writes it (Markdown) to --out.
 
-    python benchmarks/cpu_bench.py --grids R2B4 R2B5 --levels 80 --backends icoforge-cpu gtfn_cpu dace_cpu
+    python scripts/bench/cpu_bench.py --grids R2B4 R2B5 --levels 80 --backends icoforge-cpu gtfn_cpu dace_cpu
 """
 
 from __future__ import annotations

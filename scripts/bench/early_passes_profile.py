@@ -3,7 +3,7 @@
 The static scalars of the stored references (seed 0), as scripts/dev/dead_code_ab.py.
 
     ICOFORGE_CACHE=$(mktemp -d) PYTHONOPTIMIZE=1 PYTHONPATH=$PWD .venv/bin/python \
-        benchmarks/early_passes_profile.py [--program NAME] [--grid R2B4] [--levels 80] \
+        scripts/bench/early_passes_profile.py [--program NAME] [--grid R2B4] [--levels 80] \
         [--repeat 3] [--profile 15] [--symbols]
 """
 

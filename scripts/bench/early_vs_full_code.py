@@ -1,7 +1,7 @@
 """Static code counts of the early-GTIR path against GT4Py's full pass list, per program and kernel:
 what the generated CUDA of the two paths asks of the GPU, without a GPU.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/early_vs_full_code.py [PROGRAM ...] [--ptx] [--kernels] [--out FILE.md]
+    PYTHONPATH=$PWD .venv/bin/python scripts/bench/early_vs_full_code.py [PROGRAM ...] [--ptx] [--kernels] [--out FILE.md]
 
 Per kernel of the final GPU IR (CUDA default schedule, as `icoforge explain --stage code` prints it):
 loads per level (each `Load` occurrence in the level loop's statements, so a value repeated in a

@@ -7,7 +7,7 @@ collector's sight), with the collector off, and on again. Run it once per path t
 full pass list with the early GTIR (`ICOFORGE_EARLY_GTIR=0/1`): a process-wide slowdown of one
 path (more objects alive after setup, more collector work) shows in every row.
 
-    .venv/bin/python -O benchmarks/host_gc.py [--grid R2B3 --levels 10 --backend icoforge-cpu]
+    .venv/bin/python -O scripts/bench/host_gc.py [--grid R2B3 --levels 10 --backend icoforge-cpu]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ pool and launches the kernels. Here it runs on the CPU with the emulation runtim
 that do nothing, so what is timed is the plan's own Python: once as generated, once with the
 checks replaced by a no-op. CuPy's launch cost and GT4Py's call path come on top on a GPU.
 
-    .venv/bin/python benchmarks/host_plan_overhead.py [--grid R2B3 --levels 10 --reps 3000]
+    .venv/bin/python scripts/bench/host_plan_overhead.py [--grid R2B3 --levels 10 --reps 3000]
 
 The program's GT4Py passes must be in the cache for the grid (the emulation tests fill R2B3/10).
 """

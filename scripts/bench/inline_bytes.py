@@ -2,7 +2,7 @@
 and with auto followed by kernel fusion (the schedule's `fuse: ["*"]`, icoforge.backend.fuse: maps over
 one domain, and a map into the scan before it).
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/inline_bytes.py [--grid R2B3 --levels 10] [--out FILE.md]
+    PYTHONPATH=$PWD .venv/bin/python scripts/bench/inline_bytes.py [--grid R2B3 --levels 10] [--out FILE.md]
 
 Compulsory bytes from the byte model (icoforge.perf.model: each element a kernel reads or writes
 counted once per kernel, neighbour tables included) for one call with the suite's sizes and

@@ -1,9 +1,9 @@
 """pytest-benchmark: the big four dycore programs per call with icoforge's CPU target, to track
 CPU performance from commit to commit (not part of `make test`: benchmarks/ is outside testpaths).
 
-    .venv/bin/python -m pytest benchmarks/test_bench_cpu_programs.py --benchmark-only \
+    .venv/bin/python -m pytest scripts/bench/test_bench_cpu_programs.py --benchmark-only \
         --benchmark-autosave                    # keep the run under .benchmarks/
-    .venv/bin/python -m pytest benchmarks/test_bench_cpu_programs.py --benchmark-only \
+    .venv/bin/python -m pytest scripts/bench/test_bench_cpu_programs.py --benchmark-only \
         --benchmark-compare --benchmark-compare-fail=median:10%   # fail if 10 % slower than the last
 
 Each program is first checked against GT4Py's gtfn_cpu on fresh random inputs (the suite's

@@ -5,7 +5,7 @@ process, under cProfile, and splits the main process's time by the package whose
 the package that called it): icon4py, GT4Py, icoforge, NumPy/CuPy, waiting for the compile
 workers (GT4Py's process pool).
 
-    .venv/bin/python -O benchmarks/warm_setup.py [--grid R2B3 --levels 10 --backend icoforge-cpu]
+    .venv/bin/python -O scripts/bench/warm_setup.py [--grid R2B3 --levels 10 --backend icoforge-cpu]
 
 The first process fills the caches (grid, static fields, GT4Py's and icoforge's caches); the
 second is the one measured. Prints the setup phases as the greenline names them and the split.
