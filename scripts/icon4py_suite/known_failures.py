@@ -1,0 +1,51 @@
+"""icon4py tests known to fail with icoforge for a reason that is not ours, each with whose error it
+is and why. The plugin marks them xfail(strict=True, raises=...): they are counted and shown in the
+tables as xfailed with this reason, and a fix upstream turns them into an XPASS failure, so the entry
+is removed then, not forgotten.
+
+`test` is a node id relative to icon4py's tests folder; a trailing `*` matches every parametrization.
+`when`: the precisions / grids it fails on (None: all).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+
+
+@dataclasses.dataclass(frozen=True)
+class KnownFailure:
+    test: str
+    owner: str  # one of OWNERS
+    reason: str
+    raises: str  # the exception's class name
+    precisions: tuple[str, ...] | None = None
+    grids: tuple[str, ...] | None = None  # "simple" or "icon" (any --grid FILE:LEVELS)
+
+    def applies(self, nodeid: str, precision: str, grid_kind: str) -> bool:
+        return (
+            fnmatch.fnmatchcase(nodeid, self.test)
+            and (self.precisions is None or precision in self.precisions)
+            and (self.grids is None or grid_kind in self.grids)
+        )
+
+
+OWNERS = ("ours", "GT4Py's", "icon4py's")
+
+KNOWN: tuple[KnownFailure, ...] = (
+    KnownFailure(
+        test="model/atmosphere/tracer_advection/tests/tracer_advection/stencil_tests/"
+        "test_prepare_ffsl_flux_area_patches_list.py::TestPrepareFfslFluxAreaPatchesList::test_*",
+        owner="GT4Py's",
+        reason="GT4Py 1.2.1's frontend raises RecursionError in past_to_gtir for "
+        "prepare_ffsl_flux_area_patches_list, before any backend is called (gtfn_cpu fails the same way)",
+        raises="RecursionError",
+    ),
+)
+
+
+def known_failure(nodeid: str, precision: str, grid_kind: str) -> KnownFailure | None:
+    for entry in KNOWN:
+        if entry.applies(nodeid, precision, grid_kind):
+            return entry
+    return None
