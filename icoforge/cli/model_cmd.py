@@ -34,6 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int, default=None, help="time steps (default 10 for jw; a config directory has its stop date)")
     p.add_argument("--dtime", type=float, default=None, help="time step in s (jw default: 300 s on R2B4, halved per finer level)")
     p.add_argument("--substeps", type=int, default=5, help="dynamics substeps per step (jw; default 5)")
+    p.add_argument("--tracers", action="store_true", help="jw: moist, with icon4py's tracer advection of qv")
+    p.add_argument("--muphys", action="store_true", help="jw: moist, with muphys (AES graupel) and advection of its six species")
     p.add_argument("--diagnostics", action="store_true", help="global dry mass and minimum surface pressure after every step")
     p.add_argument("--markdown", type=pathlib.Path, help="with --diagnostics: write a Markdown report and a PNG beside it")
     p.add_argument("--check", action="store_true", help="run the stored JW configuration and compare with the stored gtfn_cpu results")
@@ -78,12 +80,12 @@ def _config(args: argparse.Namespace, output: pathlib.Path):
     from icoforge.model import experiments
 
     if args.config_dir is not None:
-        if args.dtime is not None:
-            raise IcoforgeError("--dtime is for named experiments; a config directory has its own")
+        if args.dtime is not None or args.tracers or args.muphys:
+            raise IcoforgeError("--dtime, --tracers, --muphys are for named experiments; a config directory has its own")
         return experiments.from_directory(args.config_dir, steps=args.steps, levels=args.levels, output=output)
     dtime = args.dtime if args.dtime is not None else experiments.default_dtime(args.grid) if not _is_file(args.grid) else 300.0
     return experiments.jw_config(levels=args.levels or 35, dtime_s=dtime, steps=args.steps or 10,
-                                 substeps=args.substeps, output=output)
+                                 substeps=args.substeps, output=output, tracers=args.tracers, muphys=args.muphys)
 
 
 def _is_file(grid: str) -> bool:

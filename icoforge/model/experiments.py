@@ -73,8 +73,11 @@ def default_dtime(preset_name: str) -> float:
     return DTIME_R2B4_S * 2.0 ** min(0, 4 - bisections)
 
 
-def jw_config(*, levels: int, dtime_s: float, steps: int, substeps: int = 5, output: pathlib.Path) -> RunConfig:
-    """The JW baroclinic wave from icon4py's configuration classes and their defaults."""
+def jw_config(*, levels: int, dtime_s: float, steps: int, substeps: int = 5, output: pathlib.Path,
+              tracers: bool = False, muphys: bool = False) -> RunConfig:
+    """The JW baroclinic wave from icon4py's configuration classes and their defaults; dry unless
+    `tracers` (tracer advection of qv, moist JW initial state) or `muphys` (AES graupel
+    microphysics, which needs all six water species, so their advection too)."""
     from icon4py.model.atmosphere.diffusion import diffusion
     from icon4py.model.atmosphere.dycore import solve_nonhydro
     from icon4py.model.common import initial_condition, prescribed_tendencies, topography
@@ -108,18 +111,49 @@ def jw_config(*, levels: int, dtime_s: float, steps: int, substeps: int = 5, out
         diffusion=diffusion.DiffusionConfig(),
     )
     config, notes = make_consistent(config)
-    return RunConfig(config, "experiment jw", tuple(notes))
+    if tracers or muphys:
+        config, more = _moist(config, muphys)
+        notes += more
+    return RunConfig(config, "experiment jw" + (" + muphys" if muphys else " + tracer advection" if tracers else ""), tuple(notes))
+
+
+def _moist(config: Any, muphys: bool) -> tuple[Any, list[str]]:
+    """Tracer advection (ICON's transport_nml as in icon4py's APE/AES experiment: MIURA with
+    positive-definite limiter, PPM with semi-monotonic limiter) and, with `muphys`, AES graupel."""
+    from icon4py.model.atmosphere.subgrid_scale_physics.muphys import config as muphys_config
+    from icon4py.model.atmosphere.tracer_advection import tracer_advection as adv
+    from icon4py.model.common.states import tracer_states
+
+    advection = adv.AdvectionConfig(
+        horizontal_advection_type=adv.HorizontalAdvectionType.LINEAR_2ND_ORDER,
+        horizontal_advection_limiter=adv.HorizontalAdvectionLimiter.POSITIVE_DEFINITE,
+        vertical_advection_type=adv.VerticalAdvectionType.PPM_3RD_ORDER,
+        vertical_advection_limiter=adv.VerticalAdvectionLimiter.SEMI_MONOTONIC,
+    )
+    active = tracer_states.TracerConfig.all() if muphys else tracer_states.TracerConfig(qv=True)
+    notes = [
+        "tracer advection: MIURA (2nd order, positive definite) + PPM (semi-monotonic); the driver's "
+        "do_prep_adv on (the dycore accumulates the mass fluxes advection needs)",
+        "moist JW initial state: qv from icon4py's JW initial condition (70 % relative humidity at 1000 hPa)",
+    ]
+    if muphys:
+        notes.append("muphys: AES graupel on all six water species (qv qc qi qr qs qg), each advected")
+    config = config.with_overrides(
+        tracer_config=active, tracer_advection=advection, driver={"do_prep_adv": True},
+        muphys=muphys_config.MuphysConfig() if muphys else None,
+    )
+    return config, notes
 
 
 def from_directory(path: pathlib.Path, *, steps: int | None, levels: int | None, output: pathlib.Path) -> RunConfig:
     """icon4py's configuration directory (what `icon4py-driver --config-file-path` reads)."""
     from icon4py.model.common.utils import fortran_config
-    from icon4py.model.driver import config as driver_config
 
     names = (fortran_config.ATM_DICT_FNAME, fortran_config.MASTER_DICT_FNAME, fortran_config.INPUT_DICT_FNAME)
     missing = [n for n in names if not (path / n).is_file()]
     if missing:
         raise IcoforgeError(f"{path}: not icon4py's configuration directory (missing {', '.join(missing)})")
+    from icon4py.model.driver import config as driver_config  # imports every component: seconds
     config = driver_config.read_experiment_config_from_fortran(path)
     notes = []
     overrides: dict[str, Any] = {"driver": {"output_path": output}}
