@@ -22,7 +22,7 @@ PYTEST := $(BIN)/python -m pytest --durations=15
 # icoforge's mpi4py exchange.
 GHEX_VERSION ?= 0.9.0
 
-.PHONY: setup setup-ghex demo test test-slow verify-all references test-references gpu-check hpc-references clean
+.PHONY: setup setup-ghex demo test test-slow test-icon4py verify-all references test-references gpu-check hpc-references clean
 
 setup: $(VENV)/.installed
 
@@ -63,6 +63,18 @@ verify-all: setup
 JOBS ?= 2
 references: setup
 	$(BIN)/icoforge references make --jobs $(JOBS)
+
+# icon4py 0.4.1's own stencil tests (../shared/icon4py-0.4.1-tests, used from there; $ICON4PY_TESTS
+# elsewhere) with `--backend icoforge.backend:cpu`, against icon4py's NumPy references: the runs of
+# scripts/icon4py_suite/run.py (`--list`): double-simple (all 280 stencil tests of dycore, diffusion,
+# tracer advection, muphys, common interpolation and math, icon4py's simple grid), mixed-simple
+# (dycore + diffusion with FLOAT_PRECISION=mixed) and double-r2b4 (three dycore/diffusion tests on
+# icoforge's R2B4 preset at 30 levels via icon4py's --grid FILE:LEVELS). Writes the table per package
+# to benchmarks/icon4py-suite-cpu.md. CI runs all three: TIMES_PLACEHOLDER
+# One run: `make test-icon4py ICON4PY_RUNS=mixed-simple` (the table then holds that run only).
+ICON4PY_RUNS ?=
+test-icon4py: setup
+	$(BIN)/python scripts/icon4py_suite/run.py $(ICON4PY_RUNS) --markdown benchmarks/icon4py-suite-cpu.md
 
 # Every dycore program compiled with icoforge-cpu and compared with the stored references.
 test-references: setup

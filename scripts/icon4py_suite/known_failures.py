@@ -49,3 +49,34 @@ def known_failure(nodeid: str, precision: str, grid_kind: str) -> KnownFailure |
         if entry.applies(nodeid, precision, grid_kind):
             return entry
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class KnownCollectionFailure:
+    """pytest stops before any test runs (a conftest import fails): matched in pytest's output."""
+
+    match: str
+    owner: str
+    reason: str
+    precisions: tuple[str, ...] | None = None
+
+
+KNOWN_COLLECTION: tuple[KnownCollectionFailure, ...] = (
+    KnownCollectionFailure(
+        match="Invalid argument types in call to '_compute_perturbation_of_rho_and_theta'",
+        owner="icon4py's",
+        reason="with FLOAT_PRECISION=mixed, icon4py 0.4.1's dycore module compute_cell_diagnostics_for_dycore.py "
+        "passes float64 rho_ref_mc/theta_ref_mc to float32 (vpfloat) parameters; GT4Py's frontend rejects it "
+        "when the module is imported, and every test folder's conftest imports it (icon4py.model.testing."
+        "fixtures -> datatest_utils -> driver config -> solve_nonhydro), so no test is collected. Without "
+        "FLOAT_PRECISION set beforehand, icon4py's --enable-mixed-precision alone runs double precision",
+        precisions=("mixed",),
+    ),
+)
+
+
+def known_collection_failure(output: str, precision: str) -> KnownCollectionFailure | None:
+    for entry in KNOWN_COLLECTION:
+        if entry.match in output and (entry.precisions is None or precision in entry.precisions):
+            return entry
+    return None

@@ -34,6 +34,13 @@ def _minutes(seconds: float) -> str:
 
 def run_section(data: dict) -> list[str]:
     tests = data["tests"]
+    if "collection_error" in data:
+        err = data["collection_error"]
+        state = "known" if err["known"] else "NOT a known failure"
+        return [f"## {data['run']}: {data['precision']} precision, grid {data['grid']}", "",
+                f"{data.get('why', '')}. **No test collected** (pytest exit status {data['exitstatus']}, "
+                f"{_minutes(data['wall_s'])} wall): {state}, {err['whose']} error: {err['message']}",
+                "", f"First error line: `{err['first_error'].replace('|', '/')[:400]}`", ""]
     by_pkg: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     whose: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for t in tests:

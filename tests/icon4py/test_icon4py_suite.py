@@ -134,3 +134,16 @@ def test_runs_name_existing_test_paths_and_unknown_run_lists_choices(capsys):
     assert "valid: double-simple, mixed-simple, double-r2b4" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="PRESET:LEVELS"):
         suite_run.grid_option("R2B4")
+
+
+def test_collection_failure_is_clean_only_when_known():
+    mixed = suite_run.RUNS["mixed-simple"]
+    out = "E   gt4py.next.errors.exceptions.DSLError: Invalid argument types in call to '_compute_perturbation_of_rho_and_theta'.\n"
+    known = suite_run.collection_failure(mixed, 4, out)
+    assert known["collection_error"]["known"] and known["collection_error"]["whose"] == "icon4py's"
+    assert suite_run.is_clean({**known, "pytest_rc": 4})
+    other = suite_run.collection_failure(mixed, 4, "E   ImportError: no module named x\n")
+    assert not other["collection_error"]["known"] and not suite_run.is_clean({**other, "pytest_rc": 4})
+    assert other["collection_error"]["first_error"] == "E   ImportError: no module named x"
+    # the same output in a double-precision run is not the known (mixed-only) failure
+    assert not suite_run.collection_failure(suite_run.RUNS["double-simple"], 4, out)["collection_error"]["known"]
