@@ -232,7 +232,7 @@ def test_merge_refuses_files_that_are_not_reports(tmp_path):
 # reaches. Times are compared only in order (perf_counter is CLOCK_MONOTONIC, one clock for every
 # process of the machine), so a descheduled thread or process cannot fail them.
 
-_EVENT_S = 60.0  # how long a test waits for an event that a working lock always brings
+_EVENT_S = 120.0  # how long a test waits for an event that a working lock always brings
 
 
 class _LockLog:
