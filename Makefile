@@ -70,7 +70,10 @@ references: setup
 # tracer advection, muphys, common interpolation and math, icon4py's simple grid), mixed-simple
 # (dycore + diffusion with FLOAT_PRECISION=mixed) and double-r2b4 (three dycore/diffusion tests on
 # icoforge's R2B4 preset at 30 levels via icon4py's --grid FILE:LEVELS). Writes the table per package
-# to benchmarks/icon4py-suite-cpu.md. CI runs all three: TIMES_PLACEHOLDER
+# to benchmarks/icon4py-suite-cpu.md. CI runs all three, beside `make test` (2026-12-05, shared 2-core
+# machine under other users' load, cold cache: double-simple 13.2 min wall / 8.8 min CPU, mixed-simple
+# 0.2 min (collection fails: icon4py's error, see README), double-r2b4 4.6 min wall / 2.4 min CPU;
+# about one core for ~12 min): estimated whole .ci/run ~45 min, under its 60.
 # One run: `make test-icon4py ICON4PY_RUNS=mixed-simple` (the table then holds that run only).
 ICON4PY_RUNS ?=
 test-icon4py: setup
