@@ -51,7 +51,14 @@ class AMDKernelResources:
 
     @property
     def spills(self) -> bool:
-        return bool(self.vgpr_spill or self.sgpr_spill or self.scratch_bytes)
+        """Spills that reach memory: VGPRs (and anything else) to scratch. A failure."""
+        return bool(self.vgpr_spill or self.scratch_bytes)
+
+    @property
+    def sgpr_lane_spills(self) -> bool:
+        """SGPRs spilt into VGPR lanes (v_writelane/v_readlane): extra instructions, no memory
+        traffic while scratch stays 0. Reported beside the table, not a failure."""
+        return bool(self.sgpr_spill) and not self.scratch_bytes
 
 
 def find_amd_clang() -> str | None:

@@ -142,8 +142,15 @@ def _amd_check(args) -> int:
     out = make_console(wide=getattr(args, "wide", False))
     cols, cells = amd_tables.terminal_table(rows, archs)
     out.print(fit_table(out, "Registers and occupancy (waves/SIMD of 8; sm90: warps/scheduler of 16)", cols, cells))
+    if args.k_unroll:
+        out.print(fit_table(out, "Scan kernels per k_unroll", *amd_tables.unroll_terminal(rows, archs)))
+        out.print("V: VGPRs, scr: scratch B/lane, w: waves/SIMD; sm90 R: registers, w: warps/scheduler; "
+                  "MB: bytes the byte model counts", highlight=False)
     for line in amd_tables.summary(rows, archs):
         out.print(line, highlight=False)
+    notes = {f"note: {r.program} {r.kernel} (k_unroll {r.k_unroll}): {n}": None for r in rows for n in r.notes()}
+    for note in notes:  # once each: a --k-unroll sweep repeats the kernels that do not scan
+        out.print(note, highlight=False)
     # the default schedule must build without spills; the k_unroll sweep's spills are results
     bad = [(r, p) for r in rows for p in r.problems() if r.k_unroll == 1 or r.error]
     for r, p in bad:

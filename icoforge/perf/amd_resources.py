@@ -49,13 +49,19 @@ class ResourceRow:
         return None if s is None else sm90_warps_per_scheduler(s.registers, self.threads, s.shared_bytes)
 
     def problems(self) -> list[str]:
-        """What CI fails on: build errors, spills on any architecture."""
+        """What CI fails on: build errors, spills to memory on any architecture (VGPR spills,
+        scratch; SGPRs spilt into VGPR lanes are `notes`)."""
         out = [self.error] if self.error else []
         out += [f"{a}: spills (VGPR {r.vgpr_spill}, SGPR {r.sgpr_spill}, scratch {r.scratch_bytes} B/lane)"
                 for a, r in self.amd if r is not None and r.spills]  # fmt: skip
         if self.sm90 is not None and (self.sm90.spill_stores or self.sm90.spill_loads):
             out.append(f"sm_90: spills {self.sm90.spill_stores}/{self.sm90.spill_loads} B")
         return out
+
+    def notes(self) -> list[str]:
+        """Reported, not failed: SGPRs spilt into VGPR lanes with no scratch."""
+        return [f"{a}: {r.sgpr_spill} SGPRs spilt into VGPR lanes (no scratch)" for a, r in self.amd
+                if r is not None and r.sgpr_lane_spills]  # fmt: skip
 
 
 def _launches(program, k_unroll: int | None):

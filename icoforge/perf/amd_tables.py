@@ -98,7 +98,8 @@ def markdown(rows: Sequence[ResourceRow], archs: Sequence[str], title: str, wide
 def summary(rows: Sequence[ResourceRow], archs: Sequence[str]) -> list[str]:
     ok = [r for r in rows if r.kernel != "*"]
     out = _wrap(f"{len({r.program for r in rows})} programs, {len(ok)} kernels; "
-                f"{sum(bool(r.problems()) for r in rows)} with a build error or a spill.")  # fmt: skip
+                f"{sum(bool(r.problems()) for r in rows)} with a build error or a spill; "
+                f"{sum(bool(r.notes()) for r in rows)} with SGPRs spilt into VGPR lanes (no scratch).")  # fmt: skip
     for a in archs:
         got = [(r, r.res(a)) for r in ok if r.res(a) is not None]
         if not got:
@@ -124,7 +125,7 @@ def exceptions(rows: Sequence[ResourceRow], archs: Sequence[str]) -> list[str]:
     for r in rows:
         for a in archs:
             x = r.res(a)
-            if x is not None and (x.agprs or x.lds_bytes or x.spills or r.limiter(a) not in ("-", "vgpr")):
+            if x is not None and (x.agprs or x.lds_bytes or x.spills or x.sgpr_spill or r.limiter(a) not in ("-", "vgpr")):
                 body.append([short(r.kernel, 28), str(r.k_unroll), a, str(x.sgprs), str(x.sgpr_spill), str(x.agprs),
                              str(x.lds_bytes), str(x.scratch_bytes), r.limiter(a)])  # fmt: skip
     out = _wrap("Kernels with AGPRs, LDS, spills (SGPR spills go to VGPR lanes; scratch is memory), or an occupancy "
@@ -135,6 +136,8 @@ def exceptions(rows: Sequence[ResourceRow], archs: Sequence[str]) -> list[str]:
     for r in rows:
         for p in r.problems():
             out += _wrap(f"- {r.program} {r.kernel} (k_unroll {r.k_unroll}): {p.splitlines()[0][:200]}")
+        for n in r.notes():
+            out += _wrap(f"- note: {r.program} {r.kernel} (k_unroll {r.k_unroll}): {n}")
     return out
 
 
@@ -142,9 +145,9 @@ def _wrap(text: str) -> list[str]:
     return textwrap.wrap(text, 80, subsequent_indent="  " if text.startswith("- ") else "")
 
 
-def unroll_markdown(rows: Sequence[ResourceRow], archs: Sequence[str]) -> list[str]:
-    """The scan kernels per k_unroll factor (rows of several `collect` k_unrolls)."""
-    header = ["scan kernel", "u"] + [h for a in archs for h in (f"{a[3:]} V", "scr", "w")] + ["sm90 R", "w", "MB"]
+def unroll_cells(rows: Sequence[ResourceRow], archs: Sequence[str]) -> tuple[list[str], list[list[str]]]:
+    """(header, body) of the scan kernels per k_unroll factor (rows of several `collect` k_unrolls)."""
+    header = ["scan kernel", "u"] + [h for a in archs for h in (f"{a[3:]} V", f"{a[3:]} scr", "w")] + ["sm90 R", "w", "MB"]
     body = []
     for r in sorted((r for r in rows if r.kind == "scan"), key=lambda r: (r.program, r.kernel, r.k_unroll)):
         cells = [short(r.kernel, 28), str(r.k_unroll)]
@@ -152,4 +155,15 @@ def unroll_markdown(rows: Sequence[ResourceRow], archs: Sequence[str]) -> list[s
             x = r.res(a)
             cells += ["-", "-", "-"] if x is None else [str(x.vgprs), str(x.scratch_bytes), _n(r.waves(a))]
         body.append(cells + [_n(r.sm90 and r.sm90.registers), _n(r.sm90_warps()), f"{r.model_bytes / 1e6:.2f}"])
-    return _md(header, body, 1)
+    return header, body
+
+
+def unroll_markdown(rows: Sequence[ResourceRow], archs: Sequence[str]) -> list[str]:
+    return _md(*unroll_cells(rows, archs), 1)
+
+
+def unroll_terminal(rows: Sequence[ResourceRow], archs: Sequence[str]):
+    """(columns, cells) of `unroll_cells` for console.fit_table: scratch columns go first when narrow."""
+    header, body = unroll_cells(rows, archs)
+    cols = [Col(h, 1 if h.endswith(" scr") else 0, "left" if i == 0 else "right", no_wrap=i == 0) for i, h in enumerate(header)]
+    return cols, body

@@ -89,3 +89,19 @@ def test_a_build_error_names_the_compiler_and_the_arch_is_checked():
         amd_check('extern "C" __global__ void k(double* x) { x[0] = undefined_name; }', "gfx942")
     with pytest.raises(GPUCompileError, match="not an AMD architecture name"):
         amd_check('extern "C" __global__ void k(double* x) { x[0] = 1.0; }', "sm_90")
+
+
+def test_sgprs_in_vgpr_lanes_are_noted_and_memory_spills_fail():
+    """SGPRs spilt into VGPR lanes cost instructions, not memory: a note beside the table. A VGPR
+    spill or any scratch is a problem (gpu-check exits 1)."""
+    from icoforge.backend.amd_check import AMDKernelResources
+    from icoforge.perf.amd_resources import ResourceRow
+
+    def row(vgpr_spill, sgpr_spill, scratch):
+        res = AMDKernelResources("k7", 32, 106, 0, scratch, vgpr_spill, sgpr_spill, 0, 8)
+        return ResourceRow("p", "k7", "map", 256, 1, (("gfx942", res),), None, 0, None)
+
+    lanes = row(0, 36, 0)
+    assert lanes.problems() == [] and lanes.notes() == ["gfx942: 36 SGPRs spilt into VGPR lanes (no scratch)"]
+    for bad in (row(2, 0, 0), row(0, 36, 16), row(0, 0, 8)):
+        assert bad.problems() and not bad.notes(), bad
