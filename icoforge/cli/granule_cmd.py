@@ -15,12 +15,13 @@ from icoforge.console import StepProgress, make_console
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from icoforge.granule.greenline import DEFAULT_FACTORY_BACKEND
+    from icoforge.granule.greenline import DEFAULT_FACTORY_BACKEND, GRANULES
     from icoforge.granule.verify import DEFAULT_RTOL
 
     p = subparsers.add_parser(
         "greenline",
-        help="the dycore granule (SolveNonhydro.time_step): setup cost, step time per variant, per-program table",
+        help="the dycore granule (SolveNonhydro.time_step; --granule diffusion: Diffusion.run): setup cost, "
+        "step time per variant, per-program table",
         description=(
             "Build icon4py's SolveNonhydro as icon4py's benchmark does (static fields from its factories, "
             "random plausible state, combined divergence damping, 5 substeps) for each backend, then time "
@@ -28,6 +29,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     common_args.grid(p, "R2B3", 10)
+    p.add_argument(
+        "--granule", default="dycore", choices=list(GRANULES),
+        help="icon4py's component: dycore (SolveNonhydro.time_step, 5 substeps) or diffusion (Diffusion.run as "
+        "icon4py's benchmark configures it; one call per step); same inputs, peers and report (default dycore)",
+    )  # fmt: skip
     p.add_argument(
         "--backend", default="icoforge-cpu", help="backend to time; the reference of --verify (default icoforge-cpu)"
     )
@@ -134,6 +140,10 @@ def cmd_greenline(args: argparse.Namespace) -> int:
 
         use_schedule(args.schedule)
     if ranks_cmd.wanted(args):  # decomposed over MPI ranks (starts mpirun outside MPI)
+        if args.granule != "dycore":
+            from icoforge.errors import IcoforgeError
+
+            raise IcoforgeError(f"--ranks: the dycore granule only, not --granule {args.granule}")
         return ranks_cmd.run(args)
     ranks_cmd.refuse_ranks_options(args)
     if args.rtol is None:  # --ranks has its own default

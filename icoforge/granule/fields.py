@@ -59,6 +59,9 @@ GEOMETRY_FIELDS: dict[str, str] = {
     "primal_normal_x": "EDGE_NORMAL_U",
     "primal_normal_y": "EDGE_NORMAL_V",
     "cell_owner_mask": "=cell_owner_mask",
+    # the diffusion granule's EdgeParams (granule/diffusion.py); SolveNonhydro takes only the inverses
+    "primal_edge_lengths": "EDGE_LENGTH",
+    "dual_edge_lengths": "DUAL_EDGE_LENGTH",
 }
 GEOMETRY_SCALARS: dict[str, str] = {"mean_cell_area": "MEAN_CELL_AREA"}
 
@@ -118,6 +121,13 @@ METRIC_FIELDS: dict[str, str] = {
     "coeff_gradekin": "COEFF_GRADEKIN",
 }
 METRIC_SCALARS: dict[str, str] = {"nflat_gradp": "NFLAT_GRADP"}
+# DiffusionMetricState's fields that MetricStateNonHydro lacks (kept in `metrics`; solver.py passes
+# only METRIC_FIELDS to SolveNonhydro; the diffusion granule, granule/diffusion.py, takes these)
+DIFFUSION_METRIC_FIELDS: dict[str, str] = {
+    "zd_intcoef": "ZD_INTCOEF",
+    "zd_vertoffset": "ZD_VERTOFFSET",
+    "zd_diffcoef": "ZD_DIFFCOEF",
+}
 
 FIELDS_VERSION = "granule-fields-v1"
 
@@ -209,6 +219,7 @@ def static_fields_key(grid: Any, factory_backend: str) -> str:
         repr(sorted(GEOMETRY_FIELDS.items())),
         repr(sorted(INTERPOLATION_FIELDS.items())),
         repr(sorted(METRIC_FIELDS.items())),
+        repr(sorted(DIFFUSION_METRIC_FIELDS.items())),
         repr((MODEL_TOP_HEIGHT, LOWEST_LAYER_THICKNESS, STRETCH_FACTOR, RAYLEIGH_DAMPING_HEIGHT)),
         factory_backend,
     ]
@@ -368,7 +379,10 @@ def _compute(grid: Any, factory_backend: str, status: Callable[[str], None]) -> 
         backend=backend,
         metadata=metrics_attributes.attrs,
     )
-    metric_arrays = {k: _to_array(metrics.get(getattr(metrics_attributes, v))) for k, v in METRIC_FIELDS.items()}
+    metric_arrays = {
+        k: _to_array(metrics.get(getattr(metrics_attributes, v)))
+        for k, v in {**METRIC_FIELDS, **DIFFUSION_METRIC_FIELDS}.items()
+    }
     for k, v in METRIC_SCALARS.items():
         scalars[k] = int(_scalar(metrics.get(getattr(metrics_attributes, v), states_factory.RetrievalType.SCALAR)))
     timings["metrics"] = time.perf_counter() - t0

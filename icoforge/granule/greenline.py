@@ -37,6 +37,23 @@ from icoforge.granule.state import initial_state
 from icoforge.suite.backends import GPU_BACKENDS
 
 DEFAULT_FACTORY_BACKEND = "icoforge-cpu+roundtrip-passes"
+# --granule: icon4py's component timed (module:class, imported when chosen); "dycore" is runner.Granule
+GRANULES: dict[str, str] = {
+    "dycore": "icoforge.granule.runner:Granule",  # SolveNonhydro.time_step
+    "diffusion": "icoforge.granule.diffusion:DiffusionGranule",  # Diffusion.run
+}
+# what only the dycore granule supports (its substeps, its byte model, its state refill)
+DYCORE_ONLY_OPTIONS = ("substep_fusion", "graph_replay", "floors_steps")
+
+
+def granule_class(name: str) -> type[Granule]:
+    """The Granule class of --granule NAME; a clear error listing the valid names otherwise."""
+    import importlib
+
+    if name not in GRANULES:
+        raise IcoforgeError(f"unknown granule {name!r}; valid: {', '.join(GRANULES)}")
+    module, cls = GRANULES[name].split(":")
+    return getattr(importlib.import_module(module), cls)
 # (granule, dycore steps) -> {"floors_ms", "floors_bytes", "floors_bandwidth_GBps"}: perf's, passed down
 FloorModel = Callable[[Any, int], dict[str, Any]]
 
@@ -68,6 +85,7 @@ class GreenlineOptions(GranuleOptions):
     substep_fusion: bool = False  # icoforge GPU backends: each substep's calls as one program (backend/substep.py)
     floors_steps: int = 0  # icoforge backends: dycore steps recorded for the three byte floors (0: none)
     graph_replay: bool = False  # GPU backends: each substep also replayed as one CUDA graph (graph_replay.py)
+    granule: str = "dycore"  # which icon4py component (GRANULES)
 
 
 @dataclasses.dataclass
@@ -88,12 +106,20 @@ class GreenlineReport:
             "common_setup_s": self.common_setup_s,
             "static_fields_cached": self.fields_cached,
             "static_fields_key": self.static_fields_key,
-            "variants": {k: {"at_first_substep": f, "at_last_substep": l} for k, (f, l) in VARIANTS.items()},
-            "dycore_step": list(SUBSTEP_MIX),
+            "granule": self.options.granule,
+            "component": granule_class(self.options.granule).component,
+            "variants": _variants_json(self.options.granule),
+            "dycore_step": list(granule_class(self.options.granule).step_mix),  # the key: older reports
             "backends": [r.to_json() for r in self.results],
             "verification": [c.to_json() for c in self.comparisons],
             "environment": self.environment,
         }
+
+
+def _variants_json(granule: str) -> dict[str, Any]:
+    if granule == "dycore":
+        return {k: {"at_first_substep": f, "at_last_substep": l} for k, (f, l) in VARIANTS.items()}
+    return dict(granule_class(granule).variants)
 
 
 def environment() -> dict[str, Any]:
@@ -103,6 +129,7 @@ def environment() -> dict[str, Any]:
         "gt4py",
         "icon4py-common",
         "icon4py-atmosphere-dycore",
+        "icon4py-atmosphere-diffusion",
         "dace",
         "numpy",
         "cupy-cuda13x",
@@ -191,6 +218,9 @@ def run_greenline(
 
     progress = progress or (lambda what, done, total: None)
     log = log or (lambda text: None)
+    kind = granule_class(opts.granule)
+    if kind is not Granule and (unsupported := [o for o in DYCORE_ONLY_OPTIONS if getattr(opts, o)]):
+        raise IcoforgeError(f"{', '.join('--' + o.replace('_', '-') for o in unsupported)}: the dycore granule only, not {opts.granule}")
     if opts.levels <= 0:
         raise IcoforgeError(f"levels must be positive, got {opts.levels}")
     if opts.steps < 1 or opts.warmup < 0 or opts.profile_steps < 0 or opts.floors_steps < 0:
@@ -246,7 +276,7 @@ def run_greenline(
             f"dtime {dtime_for(grid):g} s; static fields {'from cache' if static.cached else 'computed'}"
         )
 
-        inputs = golden.input_description(grid, opts.levels, opts.seed)
+        inputs = kind.input_description(grid, opts.levels, opts.seed)
         recorded = None
         if opts.reference_file:  # checked before minutes of compiling
             try:
@@ -259,7 +289,7 @@ def run_greenline(
         granules: list[Granule] = []
         with cold_icoforge_cache(opts.cold):
             for name in opts.backends:  # setup (compiling, first calls): the lock held shared
-                g = Granule(name, grid, static, state, only_used_variants=opts.only_used_variants,
+                g = kind(name, grid, static, state, only_used_variants=opts.only_used_variants,
                             substep_fusion=opts.substep_fusion and name in substep_fusion_backends())
                 g.setup(progress)
                 granules.append(g)
@@ -317,18 +347,19 @@ def measure(
                 sequences[g.name] = verify_mod.run_sequence(g)
         return sequences[g.name]
 
+    labels = getattr(granules[0], "verify_sequence", verify_mod.VERIFY_SEQUENCE)  # the granule's calls
     comparisons: list[verify_mod.Comparison] = []
     if recorded is not None:
         for g in granules:
-            comparisons.append(golden.compare_golden(sequence(g), recorded, g.name, opts.rtol))
+            comparisons.append(golden.compare_golden(sequence(g), recorded, g.name, opts.rtol, labels))
     if opts.verify and len(granules) > 1:
         reference = granules[0]
         for g in granules[1:]:
             comparisons.append(
-                verify_mod.compare_runs(g.name, sequence(g), reference.name, sequence(reference), opts.rtol)
+                verify_mod.compare_runs(g.name, sequence(g), reference.name, sequence(reference), opts.rtol, labels)
             )
     if opts.save_reference:
-        golden.write(opts.save_reference, granules[0].name, inputs, sequence(granules[0]), environment())
+        golden.write(opts.save_reference, granules[0].name, inputs, sequence(granules[0]), environment(), sequence=labels)
         log(f"reference fingerprint of {granules[0].name} written to {opts.save_reference}")
 
     for g in granules:

@@ -57,6 +57,11 @@ def _substep_mix(data: Data) -> list[str]:
     return list(data.get("dycore_step") or SUBSTEP_MIX)
 
 
+def _step(data: Data) -> str:
+    """What one step of the report's granule is called: "dycore step" (older reports), "diffusion step"."""
+    return f"{data.get('granule') or 'dycore'} step"
+
+
 def _variants(data: Data) -> list[str]:
     return list(data.get("variants") or VARIANTS)
 
@@ -78,7 +83,8 @@ def setup_table(data: Data) -> TableSpec:
     bs = data["backends"]
     rows = []
     for p in (p for p in SETUP_LABELS if any(p in b["setup_s"] for b in bs)):
-        rows.append([SETUP_LABELS[p], *(_s(b["setup_s"][p]) if p in b["setup_s"] else "-" for b in bs)])
+        label = SETUP_LABELS[p].replace("SolveNonhydro", data.get("component") or "SolveNonhydro")  # icon4py's class
+        rows.append([label, *(_s(b["setup_s"][p]) if p in b["setup_s"] else "-" for b in bs)])
     rows.append(["[bold]total[/bold]", *(f"[bold]{_s(sum(b['setup_s'].values()))}[/bold]" for b in bs)])
     rows.append(["compile jobs (program variants)", *(str(b["compile_jobs"]) for b in bs)])
     rows.append(
@@ -147,7 +153,7 @@ def steps_table(data: Data) -> TableSpec:
         if len(bs) > 1:
             row.append(" ".join(f"{_median(bs[0], v) / _median(b, v):.2f}x" for b in bs[1:]))
         rows.append(row)
-    row = ["[bold]dycore step[/bold]"]
+    row = [f"[bold]{_step(data)}[/bold]"]
     for b in bs:
         row += [f"[bold]{_dycore_step_ms(data, b):.3f}[/bold]", ""]
     if len(bs) > 1:
@@ -156,15 +162,15 @@ def steps_table(data: Data) -> TableSpec:
     rows.append(row)
     chained = [b.get("chained_step_ms") for b in bs]
     if any(c is not None for c in chained):
-        row = ["dycore step, one sync"]
+        row = [f"{_step(data)}, one sync"]
         for c in chained:
             row += ["-" if c is None else f"{c:.3f}", ""]
         if len(bs) > 1:
             row.append(" ".join("-" if None in (chained[0], c) else f"{chained[0] / c:.2f}x" for c in chained[1:]))
         rows.append(row)
     caption = (
-        f"dycore step = {len(mix)} substeps ({' + '.join(mix)}), from the medians (a device sync around each"
-        " substep); one sync: the median of whole steps, the substeps back to back as a model runs them"
+        f"{_step(data)} = {len(mix)} {'substeps' if len(mix) > 1 else 'call'} ({' + '.join(mix)}), from the medians"
+        " (a device sync around each); one sync: the median of whole steps, the calls back to back as a model runs them"
     )
     if any(b.get("graph_replay") for b in bs):
         rows.append(_replay_row(bs))
@@ -245,12 +251,12 @@ def program_table(data: Data, index: int) -> TableSpec:
     per_call_cols += ("model GB/s",) if floors is not None else ()
     cols = ("program", "calls/step", *per_call_cols, "ms/step", "share", "kernels", "compile s")
     return TableSpec(
-        title=f"{b['backend']}: per program, over {data['options']['profile_steps']} dycore step(s) of "
-        f"{len(_substep_mix(data))} substeps",
+        title=f"{b['backend']}: per program, over {data['options']['profile_steps']} {_step(data)}(s) of "
+        f"{len(_substep_mix(data))} {'substeps' if len(_substep_mix(data)) > 1 else 'call'}",
         columns=[(c, "left" if c == "program" else "right") for c in cols],
         rows=rows,
         caption=(
-            f"instrumented dycore step {step_ms:.3f} ms (device sync around every call); "
+            f"instrumented {_step(data)} {step_ms:.3f} ms (device sync around every call); "
             "median = wall time of a call between device syncs; host = until the call returned "
             "(Python, argument checks, launches); device = between events around the call; "
             "share = program's time / that step; kernels = kernels in the compiled program (icoforge); "
@@ -509,7 +515,7 @@ def run_table(data: Data) -> TableSpec:
         [
             "steps",
             f"{opts['steps']} timed + {opts['warmup']} warm-up per variant; "
-            f"{opts['profile_steps']} profiled dycore step(s)",
+            f"{opts['profile_steps']} profiled {_step(data)}(s)",
         ],
         ["seed, factory backend", f"{opts['seed']}, {opts['factory_backend']}"],
         ["Python mode", python_mode(data)],
@@ -533,7 +539,8 @@ def markdown_report(rep: GreenlineReport | Data) -> str:
     data = as_data(rep)
     opts = data["options"]
     backends = ", ".join(b["backend"] for b in data["backends"])
-    head = f"# greenline: {data['grid'].get('name', opts['grid'])}, {opts['levels']} levels: {backends}\n"
+    granule = "" if (data.get("granule") or "dycore") == "dycore" else f" ({data['granule']})"
+    head = f"# greenline{granule}: {data['grid'].get('name', opts['grid'])}, {opts['levels']} levels: {backends}\n"
     parts = [head, to_markdown(run_table(data))]
     for section in sections(data):
         parts.append(to_markdown(section) if isinstance(section, TableSpec) else _md(section) + "\n")

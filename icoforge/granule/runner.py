@@ -148,6 +148,8 @@ class BackendResult:
     # where the backend's configuration comes from and, for icon4py's peers, the options icon4py
     # gave each program it customized (logged by icon4py while constructing: suite/peers.py)
     peer_config: dict[str, Any] | None = None
+    # the variants of one step of the granule (the dycore's 5 substeps; the diffusion's one call)
+    step_mix: tuple[str, ...] = SUBSTEP_MIX
 
     def median_ms(self, variant: str) -> float:
         return statistics.median(self.step_ms[variant])
@@ -156,8 +158,9 @@ class BackendResult:
         return min(self.step_ms[variant])
 
     def dycore_step_ms(self) -> float:
-        """Median-based time of one dycore step of NDYN_SUBSTEPS substeps (first + middle*3 + last)."""
-        return sum(self.median_ms(v) for v in SUBSTEP_MIX)
+        """Median-based time of one step of the granule: the dycore's NDYN_SUBSTEPS substeps (first +
+        middle*3 + last), or the variants of another granule's `step_mix`."""
+        return sum(self.median_ms(v) for v in self.step_mix)
 
     def idle_fraction(self, variant: str) -> float | None:
         """The GPU's idle share of a substep's wall time, 1 - busy / wall (medians), from the kernels'
@@ -183,7 +186,7 @@ class BackendResult:
             "compile_jobs": self.compile_jobs,
             "cache": self.cache,
             "variants": variants,
-            "dycore_step_ms": self.dycore_step_ms() if len(self.step_ms) == len(VARIANTS) else None,
+            "dycore_step_ms": self.dycore_step_ms() if all(v in self.step_ms for v in self.step_mix) else None,
             "profiled_dycore_step_ms": self.profiled_step_ms,
             "programs": [dataclasses.asdict(p) for p in self.programs],
             "fallbacks": self.fallbacks,
@@ -207,7 +210,13 @@ def _no_progress(what: str, done: int, total: int) -> None:
 
 
 class Granule:
-    """SolveNonhydro + states for one backend."""
+    """SolveNonhydro + states for one backend. Another icon4py granule (diffusion.py) subclasses it:
+    `construct`, `fresh_states`, `_time_step` and the class attributes below."""
+
+    kind = "dycore"  # --granule
+    component = "SolveNonhydro"  # what `construct` builds (progress lines)
+    variants: dict[str, Any] = VARIANTS  # variant -> its arguments (JSON-able)
+    step_mix: tuple[str, ...] = SUBSTEP_MIX  # the variants of one step
 
     def __init__(
         self,
@@ -227,7 +236,7 @@ class Granule:
         self.cpu_grid = cpu_grid
         self.static = static
         self.state_arrays = state_arrays
-        self.result = BackendResult(backend_name)
+        self.result = BackendResult(backend_name, step_mix=self.step_mix)
         self.grid: GranuleGrid | None = None
         self.solver: Any = None
         self.states: tuple[Any, Any, Any] | None = None
@@ -270,19 +279,17 @@ class Granule:
         if self.gpu:
             s["device_grid"] = time.perf_counter() - t0
 
-        progress(f"{self.name}: constructing SolveNonhydro", 0, 0)
+        progress(f"{self.name}: constructing {self.component}", 0, 0)
         before = _ongoing_futures()
         self._construct_started_at = time.time()  # wall clock: compile workers stamp their jobs with it
         t0 = time.perf_counter()
 
         def constructing(submitted: int, finished: int, last: str) -> None:  # the total grows as icon4py submits
-            what = f"{self.name}: constructing SolveNonhydro, programs compiled/submitted so far; last submitted {last}"
+            what = f"{self.name}: constructing {self.component}, programs compiled/submitted so far; last submitted {last}"
             progress(what, finished, submitted)
 
         with compile_pool.recorded_submissions(constructing) as submitted, peers.recording_options() as options:
-            self.solver = build_solver(
-                self.grid, self.static, self.backend, only_used_variants=self.only_used_variants, exchange=self.exchange
-            )
+            self.solver = self.construct()
         self.result.peer_config = peers.peer_config(self.name, options)
         s["construct"] = time.perf_counter() - t0
         self._submitted = [(t - self._construct_started_at, name) for t, name in submitted]
@@ -305,6 +312,20 @@ class Granule:
         s["compile"] = time.perf_counter() - t0
         self.build_window = (started, time.time())
 
+    def construct(self) -> Any:
+        """icon4py's granule object for this backend on `self.grid` (submits its compilation)."""
+        assert self.grid is not None
+        return build_solver(
+            self.grid, self.static, self.backend, only_used_variants=self.only_used_variants, exchange=self.exchange
+        )
+
+    @classmethod
+    def input_description(cls, grid: Any, levels: int, seed: int) -> dict[str, Any]:
+        """What the verification steps' inputs depend on (recorded fingerprints must match it)."""
+        from icoforge.granule import golden
+
+        return golden.input_description(grid, levels, seed)
+
     def first_calls(self, progress: Progress = _no_progress) -> BackendResult:
         """One call of each substep variant on fresh states (after `build`); the result so far."""
         from icoforge.granule import backends as gb
@@ -312,8 +333,8 @@ class Granule:
         s = self.result.setup_s
         self.states = self.fresh_states()
         t0 = time.perf_counter()
-        for i, variant in enumerate(VARIANTS):
-            progress(f"{self.name}: first call ({variant})", i, len(VARIANTS))
+        for i, variant in enumerate(self.variants):
+            progress(f"{self.name}: first call ({variant})", i, len(self.variants))
             self.step(variant)
         self.sync()
         s["first_calls"] = time.perf_counter() - t0
@@ -409,9 +430,9 @@ class Granule:
 
     def time_variants(self, steps: int, warmup: int, progress: Progress = _no_progress) -> None:
         """icon4py's benchmark loop: the same variant again and again on the same state pair."""
-        total = len(VARIANTS) * (steps + warmup)
+        total = len(self.variants) * (steps + warmup)
         done = 0
-        for variant in VARIANTS:
+        for variant in self.variants:
             samples: list[float] = []
             for i in range(warmup + steps):
                 progress(f"{self.name}: timing ({variant})", done, total)
@@ -430,22 +451,22 @@ class Granule:
         a model run sees, where a substep's host work may overlap the previous substep's kernels
         (`time_variants` syncs around every substep)."""
         for i in range(steps):
-            progress(f"{self.name}: dycore steps, one sync each", i, steps)
+            progress(f"{self.name}: {self.kind} steps, one sync each", i, steps)
             self.sync()
             t0 = time.perf_counter()
-            for variant in SUBSTEP_MIX:
+            for variant in self.step_mix:
                 self.step(variant)
             self.sync()
             self.result.chained_step_ms.append((time.perf_counter() - t0) * 1e3)
-        progress(f"{self.name}: dycore steps, one sync each", steps, steps)
+        progress(f"{self.name}: {self.kind} steps, one sync each", steps, steps)
 
     def time_graph_replay(self, steps: int, progress: Progress = _no_progress) -> None:
         """GPU backends: each substep variant captured as one CUDA graph, checked bit for bit against
         a normal call and replayed `steps` times (granule/graph_replay.py)."""
-        for i, variant in enumerate(VARIANTS):
-            progress(f"{self.name}: substeps replayed as CUDA graphs", i, len(VARIANTS))
+        for i, variant in enumerate(self.variants):
+            progress(f"{self.name}: substeps replayed as CUDA graphs", i, len(self.variants))
             self.result.graph_replay[variant] = graph_replay.replay_variant(self, variant, steps)
-        progress(f"{self.name}: substeps replayed as CUDA graphs", len(VARIANTS), len(VARIANTS))
+        progress(f"{self.name}: substeps replayed as CUDA graphs", len(self.variants), len(self.variants))
 
     def timed_dycore_steps(self, n: int, on_step: Callable[[int], None] | None = None) -> float:
         """Run `n` dycore steps of SUBSTEP_MIX; seconds spent in the substeps, each substep between
@@ -454,7 +475,7 @@ class Granule:
         for i in range(n):
             if on_step is not None:
                 on_step(i)
-            for variant in SUBSTEP_MIX:
+            for variant in self.step_mix:
                 self.sync()
                 t0 = time.perf_counter()
                 self.step(variant)
@@ -469,8 +490,8 @@ class Granule:
         if clock is None:
             return
         with self.unfused(), instrument.DeviceBusy(self.solver, clock) as busy:
-            for i, variant in enumerate(VARIANTS):
-                progress(f"{self.name}: device busy time ({variant})", i, len(VARIANTS))
+            for i, variant in enumerate(self.variants):
+                progress(f"{self.name}: device busy time ({variant})", i, len(self.variants))
                 calls, kernels = [], []
                 for _ in range(steps):
                     self.sync()

@@ -77,7 +77,10 @@ def compare_fields(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> list[F
 
 
 def run_sequence(granule: Any) -> list[dict[str, np.ndarray]]:
-    """Prognostic results (NumPy) after each substep of VERIFY_SEQUENCE, from fresh states."""
+    """Prognostic results (NumPy) after each substep of VERIFY_SEQUENCE, from fresh states (another
+    granule, e.g. diffusion.py's, runs its own `verification_sequence`)."""
+    if (own := getattr(granule, "verification_sequence", None)) is not None:
+        return own()
     prognostic, diagnostic, prep_adv = granule.fresh_states()
     results = []
     for i, variant in enumerate(VERIFY_SEQUENCE):
@@ -95,11 +98,12 @@ def compare_runs(
     reference: str,
     reference_results: list[dict[str, np.ndarray]],
     rtol: float,
+    sequence: tuple[str, ...] = VERIFY_SEQUENCE,
 ) -> Comparison:
-    """Two backends' results of `run_sequence`, substep by substep."""
+    """Two backends' results of `run_sequence`, substep by substep (`sequence`: their labels)."""
     return Comparison(
         backend=backend,
         reference=reference,
         rtol=rtol,
-        substeps=[(v, compare_fields(r, ref)) for v, r, ref in zip(VERIFY_SEQUENCE, results, reference_results)],
+        substeps=[(v, compare_fields(r, ref)) for v, r, ref in zip(sequence, results, reference_results, strict=True)],
     )
