@@ -46,7 +46,7 @@ VARIABLES = {
     "temporaries": "ICOFORGE_TEMPORARIES",
 }
 
-# Allocation policies of the GPU runtime's temporaries (backend/gpu.py, issue 17 item 5):
+# Allocation policies of the GPU runtime's temporaries (backend/runtime/gpu.py, issue 17 item 5):
 # persistent: each loaded program keeps its temporaries from call to call (pointers stay, so a call
 #   can be replayed); per-call: taken from CuPy's memory pool at every call and given back at its end
 #   (the pool's stream-ordered reuse; peak memory is the largest program's, not the sum); async: the
@@ -61,7 +61,7 @@ class Settings:
     fast_passes: bool = True
     host_replay: bool = True
     host_graphs: bool = False  # off until an H200 A/B shows a gain (issue 17, item 4)
-    streams: int = 1  # issue 17 item 5: branches of the host graphs (backend/gpu.py, `branch_groups`)
+    streams: int = 1  # issue 17 item 5: branches of the host graphs (backend/runtime/gpu.py, `branch_groups`)
     trace: str | None = None
     worker_nice: int = 5
     warm_pool: bool = True

@@ -26,8 +26,9 @@ from icon4py.model.common import dimension as dims
 from icon4py.model.common.dimension import C2E
 
 from icoforge import cache
-from icoforge.backend import build, make_backend, workflow
-from icoforge.backend.precompile import compilable_program
+from icoforge.backend import make_backend
+from icoforge.backend.runtime import build, workflow
+from icoforge.backend.runtime.precompile import compilable_program
 from icoforge.errors import IcoforgeError
 from tests.backend.test_build_cache import SOURCE, _load
 
@@ -83,7 +84,7 @@ def _child(code: str) -> subprocess.Popen:
 def test_killed_during_a_cpu_build_leaves_no_usable_entry():
     name = "icf_fault_killed_build"
     source = HEAVY_SOURCE % (41, name, name)
-    child = _child(f"from icoforge.backend import build; build.build_cpu_module({source!r}, {name!r})")
+    child = _child(f"from icoforge.backend.runtime import build; build.build_cpu_module({source!r}, {name!r})")
     deadline = time.monotonic() + 120
     entry_glob = f"{name}-*/.{name}*.part"
     while not list(cache.cache_dir("cpu-build").glob(entry_glob)):  # the compiler is writing its output
@@ -107,8 +108,8 @@ def test_killed_between_writing_and_publishing_a_passes_entry(tiny_grid):
         """
         import os, signal
         from icoforge import cache
-        from icoforge.backend import workflow
-        from icoforge.backend.precompile import compilable_program
+        from icoforge.backend.runtime import workflow
+        from icoforge.backend.runtime.precompile import compilable_program
         from icoforge.grids import load_grid
         from tests.test_faults import weighted_c2e
         cache.os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
@@ -298,7 +299,7 @@ def test_impossible_schedule_is_refused_before_any_work(capsys):
 
 @pytest.fixture(scope="module")
 def two_programs_ir(tiny_grid):
-    from icoforge.backend.precompile import program_ir
+    from icoforge.backend.runtime.precompile import program_ir
     from icoforge.suite.catalogue import get_program
 
     names = ("compute_airmass", "compute_exner_from_rhotheta")
@@ -308,7 +309,7 @@ def two_programs_ir(tiny_grid):
 def test_schedule_file_of_another_program_leaves_this_one_at_the_default(two_programs_ir):
     """A schedule file may hold many programs' kernels (one file for a granule): another program's
     entries do not apply, so this program runs with the vendor default -- the same launches."""
-    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule, resolve
+    from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule, resolve
 
     a, b = two_programs_ir
     tuned_for_a = ProgramSchedule(
@@ -320,7 +321,7 @@ def test_schedule_file_of_another_program_leaves_this_one_at_the_default(two_pro
 
 
 def test_schedule_naming_a_kernel_this_program_lacks_is_refused(two_programs_ir):
-    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule, ScheduleError, resolve
+    from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule, ScheduleError, resolve
 
     a, _ = two_programs_ir
     typo = a.kernels()[0].name.rsplit("_k", 1)[0] + "_k99"

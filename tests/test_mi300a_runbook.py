@@ -25,7 +25,7 @@ def blocks() -> list[tuple[str, str, str, str]]:
 
 
 def _amd_gpu() -> bool:
-    from icoforge.backend.gpu import cupy_vendor
+    from icoforge.backend.runtime.gpu import cupy_vendor
 
     return cupy_vendor() == "hip"
 
@@ -65,7 +65,7 @@ def test_a_rehearsal_runs_and_shows_its_good_result(ident, expect, body, tmp_pat
     if "reframe " in body and not (BIN / "reframe").exists():
         pytest.skip("reframe-hpc is not installed (pip install -e '.[test]')")
     if "--target hip" in body:
-        from icoforge.backend.amd_check import INSTALL_HINT, find_amd_clang
+        from icoforge.backend.runtime.amd_check import INSTALL_HINT, find_amd_clang
 
         if find_amd_clang() is None:
             pytest.skip(f"no clang with HIP support ({INSTALL_HINT})")

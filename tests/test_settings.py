@@ -90,7 +90,7 @@ def test_the_compiler_reads_no_environment(path):
 
 def test_make_backend_takes_the_schedule_not_the_environment(monkeypatch):
     from icoforge.backend import make_backend
-    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, default_program_schedule
+    from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule, default_program_schedule
 
     monkeypatch.setenv("ICOFORGE_SCHEDULE", '{"fuse": ["*"]}')
     assert make_backend("emulated-cuda").executor.gpu.schedule == default_program_schedule("cuda")

@@ -15,7 +15,7 @@ def make_backend(target: str = "cpu", schedule=None):
     from gt4py.next import custom_layout_allocators as allocators
 
     if target == "cpu":
-        from icoforge.backend.workflow import CPUExecutor
+        from icoforge.backend.runtime.workflow import CPUExecutor
 
         return gt_backend.Backend(
             name="icoforge_cpu",
@@ -24,15 +24,15 @@ def make_backend(target: str = "cpu", schedule=None):
             transforms=gt_backend.DEFAULT_TRANSFORMS,
         )
     if target in ("cuda", "hip", "gpu"):
-        from icoforge.backend.gpu import make_gpu_backend
+        from icoforge.backend.runtime.gpu import make_gpu_backend
 
         return make_gpu_backend(target, schedule)
     if target == "hip-on-cuda":  # the HIP code on an NVIDIA GPU (codegen/hip_on_cuda.h)
-        from icoforge.backend.hip_on_cuda import make_hip_on_cuda_backend
+        from icoforge.backend.runtime.hip_on_cuda import make_hip_on_cuda_backend
 
         return make_hip_on_cuda_backend(schedule)
     if target.startswith("emulated-"):  # the GPU code on the CPU, one thread at a time (tests)
-        from icoforge.backend.emulate import make_emulated_backend
+        from icoforge.backend.runtime.emulate import make_emulated_backend
 
         return make_emulated_backend(target.removeprefix("emulated-"), schedule)
     raise UnknownNameError("icoforge target", target, TARGETS)
@@ -43,7 +43,7 @@ def make_backend(target: str = "cpu", schedule=None):
 # a `getattr` on this package. The objects are made on first access (module `__getattr__`, PEP 562)
 # and cached: importing this package, or touching `cpu`, creates no CUDA context and compiles nothing
 # (compiling starts when a program first runs). `any_gpu` is `make_backend("gpu")` (whichever GPU
-# CuPy has); it cannot be called `gpu`, since `icoforge.backend.gpu` is the GPU runtime module.
+# CuPy has); it cannot be called `gpu`, since `icoforge.backend.runtime.gpu` is the GPU runtime module.
 BACKEND_OBJECTS = {"cpu": "cpu", "cuda": "cuda", "hip": "hip", "any_gpu": "gpu"}
 _made_backends: dict[str, object] = {}
 

@@ -94,7 +94,7 @@ SCAN_PROGRAMS = ("vertically_implicit_solver_at_predictor_step", "vertically_imp
 
 
 def _amd_options(args) -> tuple[tuple[str, ...], tuple[int | None, ...]]:
-    from icoforge.backend.occupancy import AMD
+    from icoforge.backend.schedule.occupancy import AMD
 
     archs = tuple(a.strip() for a in args.archs.split(",") if a.strip())
     for a in archs:
@@ -111,7 +111,7 @@ def _amd_options(args) -> tuple[tuple[str, ...], tuple[int | None, ...]]:
 
 def _amd_check(args) -> int:
     """`gpu-check --target hip`: the AMD resource table (icoforge.perf.amd_resources)."""
-    from icoforge.backend.amd_check import INSTALL_HINT, find_amd_clang
+    from icoforge.backend.runtime.amd_check import INSTALL_HINT, find_amd_clang
     from icoforge.console import fit_table, make_console
     from icoforge.perf import amd_tables
     from icoforge.perf.amd_resources import collect

@@ -71,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--substep-fusion", action="store_true",
         help="icoforge GPU backends (and their emulation): each substep's program calls run as one program, "
-        "fused across programs (backend/substep.py); the per-program table still times them one by one",
+        "fused across programs (backend/runtime/substep.py); the per-program table still times them one by one",
     )  # fmt: skip
     p.add_argument(
         "--graph-replay", action="store_true",

@@ -227,8 +227,8 @@ def _floors_table(floors, bw: float) -> Table:
 
 
 def _kernel_names(args: argparse.Namespace, grid, static_values: dict[str, str], backend: str) -> tuple[list[str], object]:
-    from icoforge.backend import pipeline
-    from icoforge.backend.tuned import dim_sizes_of
+    from icoforge.backend.schedule import pipeline
+    from icoforge.backend.schedule.tuned import dim_sizes_of
     from icoforge.perf.model import program_cost
     from icoforge.perf.sizes import suite_sizes
     from icoforge.perf.static import suite_program_ir

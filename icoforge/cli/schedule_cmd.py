@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _program_schedule(args: argparse.Namespace, settings: list[str], kernels: list[str]):
-    from icoforge.backend.schedule import ProgramSchedule, default_program_schedule
+    from icoforge.backend.schedule.schedule import ProgramSchedule, default_program_schedule
 
     if args.schedule:
         try:
@@ -71,11 +71,11 @@ def _program_schedule(args: argparse.Namespace, settings: list[str], kernels: li
 
 
 def _run(args: argparse.Namespace, settings: list[str], kernels: list[str]) -> int:
-    from icoforge.backend.fuse import fuse_kernels
-    from icoforge.backend.gpu import gpu_artifact
-    from icoforge.backend.gpu_check import find_hipcc, find_nvcc, hipcc_check, nvcc_check
-    from icoforge.backend.precompile import program_ir
-    from icoforge.backend.schedule import resolve
+    from icoforge.backend.passes.fuse import fuse_kernels
+    from icoforge.backend.runtime.gpu import gpu_artifact
+    from icoforge.backend.runtime.gpu_check import find_hipcc, find_nvcc, hipcc_check, nvcc_check
+    from icoforge.backend.runtime.precompile import program_ir
+    from icoforge.backend.schedule.schedule import resolve
     from icoforge.grids import load_grid
     from icoforge.suite.catalogue import get_program
 

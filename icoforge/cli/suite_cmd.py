@@ -102,7 +102,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with StepProgress(console) as step, contextlib.ExitStack() as scope:
         step("importing GT4Py and icon4py")  # half a minute on a busy 2-core machine
         from icoforge import settings
-        from icoforge.backend import compile_pool
+        from icoforge.backend.runtime import compile_pool
         from icoforge.grids import load_grid
         from icoforge.suite import peers
         from icoforge.suite.backends import get_backend

@@ -82,7 +82,7 @@ class GreenlineOptions(GranuleOptions):
     save_reference: str | None = None  # write the first backend's verification fingerprint here
     reference_file: str | None = None  # compare every backend with a recorded fingerprint
     gpu_lock: str | None = None  # hold an exclusive flock on this file while measuring (see gpulock.py)
-    substep_fusion: bool = False  # icoforge GPU backends: each substep's calls as one program (backend/substep.py)
+    substep_fusion: bool = False  # icoforge GPU backends: each substep's calls as one program (backend/runtime/substep.py)
     floors_steps: int = 0  # icoforge backends: dycore steps recorded for the three byte floors (0: none)
     graph_replay: bool = False  # GPU backends: each substep also replayed as one CUDA graph (graph_replay.py)
     granule: str = "dycore"  # which icon4py component (GRANULES)
@@ -170,7 +170,7 @@ def _gpu_name() -> str | None:
     """The current CUDA/ROCm device's name when a GPU backend has loaded CuPy (never imports it)."""
     if "cupy" not in sys.modules:
         return None
-    from icoforge.backend.gpu import device_name
+    from icoforge.backend.runtime.gpu import device_name
 
     return device_name()  # None without a device: the name is optional
 

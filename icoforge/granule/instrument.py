@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from icoforge.backend.codegen.cuda import WIDE_SUFFIX
-from icoforge.backend.events import EventClock, cupy_event_clock, record_around
+from icoforge.backend.runtime.events import EventClock, cupy_event_clock, record_around
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from icoforge import settings
-from icoforge.backend import compile_pool, gt4py_compat
+from icoforge.backend.runtime import compile_pool
+from icoforge.backend.frontend import gt4py_compat
 from icoforge.errors import IcoforgeError
 from icoforge.granule import graph_replay, instrument
 from icoforge.granule.backends import is_gpu, resolve_backend
@@ -85,7 +86,7 @@ def substep_fusion_block(backend_name: str) -> Any:
     """A SubstepFusion for the backend's substeps: each sequence composed at first sight and its
     first composed run proven bit-identical to the calls one by one (check); the composed programs
     take the backend's schedule (--schedule: its defaults, fuse_columns, inline)."""
-    from icoforge.backend.substep import SubstepFusion
+    from icoforge.backend.runtime.substep import SubstepFusion
     from icoforge.suite.backends import schedule_from_env
 
     if backend_name not in (valid := substep_fusion_backends()):
@@ -246,7 +247,7 @@ class Granule:
         self._fallbacks_before = 0  # FALLEN_BACK's length when build began
         self.build_window = (0.0, 0.0)  # wall clock (time.time()) when build began and ended
         self.exchange: Any = None  # icon4py's halo exchange runtime; None: single node (decomposed: ranks.py)
-        # each substep's program calls composed and fused across programs (backend/substep.py);
+        # each substep's program calls composed and fused across programs (backend/runtime/substep.py);
         # composed at first sight, so that compiling them falls in the first calls of setup
         self.fusion = substep_fusion_block(backend_name) if substep_fusion else None
         self._fusing = self.fusion is not None  # off while programs are timed one by one (profile)
@@ -552,7 +553,7 @@ class Granule:
 def _compile_gpu_module(job: concurrent.futures.Future) -> float:
     """NVRTC/hiprtc for a finished job's GPU module, kept by CuPy in this process (seconds; 0 for
     a failed job, whose error `wait_for_compilation` raises, or an artifact that is no GPU one)."""
-    from icoforge.backend.gpu import GPUArtifact, compile_module
+    from icoforge.backend.runtime.gpu import GPUArtifact, compile_module
 
     if job.exception() is not None:
         return 0.0

@@ -2,9 +2,9 @@
 
 One schedule per row set, the HIP vendor default unless `k_unroll` is given (then the default
 with that unroll factor): the HIP module is compiled with clang for each AMD architecture
-(`icoforge.backend.amd_check`) and, for the H200 column, the same module (same kernels, same
+(`icoforge.backend.runtime.amd_check`) and, for the H200 column, the same module (same kernels, same
 schedule) with nvcc for sm_90 through the HIP-on-CUDA header. Occupancy follows from the
-resources (`icoforge.backend.occupancy`): waves per SIMD on AMD (at most 8), warps per
+resources (`icoforge.backend.schedule.occupancy`): waves per SIMD on AMD (at most 8), warps per
 scheduler on sm_90 (at most 16). `icoforge gpu-check --target hip` prints it.
 """
 
@@ -15,10 +15,10 @@ import dataclasses
 import multiprocessing
 from typing import Callable
 
-from icoforge.backend.amd_check import AMDKernelResources, amd_check
-from icoforge.backend.gpu_check import GPUCompileError, KernelResources, find_nvcc, nvcc_check
-from icoforge.backend.hip_on_cuda import hip_source_on_cuda
-from icoforge.backend.occupancy import AMD_ARCHS, amd_limiter, amd_waves_per_simd, sm90_warps_per_scheduler
+from icoforge.backend.runtime.amd_check import AMDKernelResources, amd_check
+from icoforge.backend.runtime.gpu_check import GPUCompileError, KernelResources, find_nvcc, nvcc_check
+from icoforge.backend.runtime.hip_on_cuda import hip_source_on_cuda
+from icoforge.backend.schedule.occupancy import AMD_ARCHS, amd_limiter, amd_waves_per_simd, sm90_warps_per_scheduler
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,9 +65,9 @@ class ResourceRow:
 
 
 def _launches(program, k_unroll: int | None):
-    from icoforge.backend import pipeline
+    from icoforge.backend.schedule import pipeline
     from icoforge.backend.codegen.cuda import device_module
-    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, default_program_schedule
+    from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule, default_program_schedule
 
     schedule = default_program_schedule("hip")
     if k_unroll is not None:
@@ -95,7 +95,7 @@ def _compile_all(source: str, archs: tuple[str, ...], with_nvcc: bool):
 
 
 def program_rows(name: str, grid, archs: tuple[str, ...], k_unroll: int | None, with_nvcc: bool) -> list[ResourceRow]:
-    from icoforge.backend.precompile import program_ir
+    from icoforge.backend.runtime.precompile import program_ir
     from icoforge.perf.model import program_cost
     from icoforge.perf.sizes import suite_sizes
     from icoforge.suite.catalogue import get_program

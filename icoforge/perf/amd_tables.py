@@ -7,7 +7,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-from icoforge.backend.occupancy import amd_arch
+from icoforge.backend.schedule.occupancy import amd_arch
 from icoforge.console import Col
 from icoforge.perf.amd_resources import ResourceRow
 

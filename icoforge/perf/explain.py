@@ -5,7 +5,7 @@ Stages (each a plain function of the previous one, as in the compiler):
   gtir    -- `program.gtir`, before any pass (milliseconds)
   passes  -- after GT4Py's passes (`workflow.gt4py_passes`, cached on disk; seconds to minutes)
   ir      -- our kernel IR, each kernel with its schedule and compulsory bytes / flops
-  pipeline -- (on request) the kernel IR after each pass of backend/pipeline.py, in order
+  pipeline -- (on request) the kernel IR after each pass of backend/schedule/pipeline.py, in order
   code    -- the generated source of each kernel (C++ or CUDA/HIP; plus the GPU host plan)
   diff    -- unified diff of the generated GPU module between two schedules
 Pages are data (`Page`); `render` prints them with rich's syntax highlighting on a terminal and
@@ -86,7 +86,7 @@ def compilable(info: Any, grid: Any, sizes: Any, static_params: str) -> Any:
 
 
 def passes_page(inp: Any, static: dict) -> Page:
-    from icoforge.backend import workflow
+    from icoforge.backend.runtime import workflow
 
     transformed, hit = workflow.cached_passes(inp)
     bound = ", ".join(f"{k}={v}" for k, v in static.items()) or "none"
@@ -116,7 +116,7 @@ def ir_text(pir: Any, costs: Any, schedules: dict[str, str]) -> str:
         if ln.startswith(("kernel ", "host if ")):
             break
         lines.append(ln)
-    from icoforge.backend import ir
+    from icoforge.backend.ir import ir
 
     by_name = {k.name: k for k in costs.kernels}
 
@@ -132,16 +132,17 @@ def ir_text(pir: Any, costs: Any, schedules: dict[str, str]) -> str:
 
 
 def gpu_schedule(target: str, settings: Iterable[str] = (), inline_policy: str = "auto") -> Any:
-    from icoforge.backend.schedule import default_program_schedule
+    from icoforge.backend.schedule.schedule import default_program_schedule
 
     base = default_program_schedule(target)
     return dataclasses.replace(base, default=base.default.with_settings(list(settings)), inline=inline_policy)
 
 
 def inline_page(inp: Any, policy: str) -> Page | None:
-    """The inline pass's decision for every temporary GT4Py left (backend/inline.py); None
+    """The inline pass's decision for every temporary GT4Py left (backend/passes/inline.py); None
     without temporaries."""
-    from icoforge.backend import pipeline, workflow
+    from icoforge.backend.schedule import pipeline
+    from icoforge.backend.runtime import workflow
 
     lowered = workflow.lower_gtir(inp, workflow.cached_passes(inp)[0])
     decisions = pipeline.inline_decisions(lowered, policy)
@@ -162,7 +163,7 @@ def inline_page(inp: Any, policy: str) -> Page | None:
 def schedule_descriptions(pir: Any, target: str, schedule: Any) -> dict[str, str]:
     if target == "cpp":
         return {k.name: "C++/OpenMP: threads over horizontal points, levels in an inner loop" for k in pir.kernels()}
-    from icoforge.backend.schedule import resolve
+    from icoforge.backend.schedule.schedule import resolve
 
     return {name: la.describe() for name, la in resolve(pir, schedule, target).items()}
 
@@ -170,7 +171,8 @@ def schedule_descriptions(pir: Any, target: str, schedule: Any) -> dict[str, str
 def pipeline_pages(inp: Any, target: str, schedule: Any, dim_sizes: Any = None) -> list[Page]:
     """The kernel IR after each pass, in the order the compiler runs them (GPU passes with the
     schedule of the code pages, at the grid's sizes)."""
-    from icoforge.backend import pipeline, workflow
+    from icoforge.backend.schedule import pipeline
+    from icoforge.backend.runtime import workflow
 
     lowered = workflow.lower_gtir(inp, workflow.cached_passes(inp)[0])
     vendor = None if target == "cpp" else target
@@ -191,7 +193,7 @@ def code_pages(pir: Any, target: str, schedule: Any, dim_sizes: Any = None) -> l
         return pages
     from icoforge.backend.codegen.cuda import render_kernel_gpu
     from icoforge.backend.codegen.host import render_host_plan
-    from icoforge.backend.pipeline import gpu_passes
+    from icoforge.backend.schedule.pipeline import gpu_passes
 
     decisions: list = []
     _, final, launches = gpu_passes(pir, schedule, target, dim_sizes, decisions)
@@ -216,7 +218,7 @@ def parse_diff_spec(spec: str) -> list[str]:
 
 def diff_page(pir: Any, target: str, settings: list[str], other: list[str]) -> Page:
     from icoforge.backend.codegen.cuda import render_module_gpu
-    from icoforge.backend.pipeline import gpu_passes
+    from icoforge.backend.schedule.pipeline import gpu_passes
 
     vendor = "cuda" if target == "cpp" else target
     a, b = gpu_schedule(vendor, settings), gpu_schedule(vendor, [*settings, *other])
@@ -259,7 +261,7 @@ def explain(
         pages.append(gtir_page(info))
     if grid is None or not (needs_ir or "passes" in stages):
         return pages
-    from icoforge.backend import workflow
+    from icoforge.backend.runtime import workflow
     from icoforge.perf.model import program_cost
     from icoforge.perf.sizes import suite_sizes
     from icoforge.suite.runner import static_param_names
@@ -271,12 +273,12 @@ def explain(
     if needs_ir:
         pir = workflow.translate(inp, inline_policy=inline_policy)[0].program
         if target == "cpp":  # no launch layout; the inline policy still applies
-            from icoforge.backend.schedule import ProgramSchedule
+            from icoforge.backend.schedule.schedule import ProgramSchedule
 
             schedule = ProgramSchedule(inline=inline_policy)
         else:
             schedule = gpu_schedule(target, settings, inline_policy)
-        from icoforge.backend.tuned import dim_sizes_of
+        from icoforge.backend.schedule.tuned import dim_sizes_of
 
         dim_sizes = dim_sizes_of(inp.args.offset_provider)  # the fusions' column-count rule
         if "pipeline" in stages:

@@ -86,7 +86,7 @@ def cpu_description() -> tuple[str, float, str]:
 
 
 def gpu_description() -> tuple[str, float | None]:
-    from icoforge.backend.gpu import device_name
+    from icoforge.backend.runtime.gpu import device_name
 
     name = device_name() or "no GPU"
     peak = next((v for k, v in GPU_FP64_PEAK.items() if k in name), None)

@@ -23,10 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from icoforge.backend import ir
-from icoforge.backend.access import Access, classify, store_access, store_levels
+from icoforge.backend.ir import ir
+from icoforge.backend.schedule.access import Access, classify, store_access, store_levels
 from icoforge.backend.codegen.host import Ranges, domain_ranges, evaluate
-from icoforge.backend.dtypes import ITEMSIZE
+from icoforge.backend.ir.dtypes import ITEMSIZE
 
 FLOP_OPS = ("plus", "minus", "multiplies", "divides")
 
@@ -321,7 +321,7 @@ def cost_of_call(program: ir.ProgramIR, args: Mapping[str, Any], offset_provider
 
 
 def sequence_bytes(seq: Any) -> dict[str, int]:
-    """Bytes one run of a composed substep sequence moves (backend/substep.py's `Sequence`), by
+    """Bytes one run of a composed substep sequence moves (backend/runtime/substep.py's `Sequence`), by
     the per-kernel rule: its calls one by one, each program as scheduled, and the composed program
     after fusion across programs."""
     one_by_one = sum(cost_of_call(p, args, op).bytes for p, args, op in seq.calls)

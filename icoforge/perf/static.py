@@ -13,14 +13,14 @@ from typing import Any
 def compilable_program_static(program: Any, offset_provider: Mapping[str, Any], static: Mapping[str, Any]):
     """`precompile.compilable_program` with `static` values bound, as `Program.compile(**static)`
     builds it."""
-    from icoforge.backend import gt4py_compat
+    from icoforge.backend.frontend import gt4py_compat
 
     return gt4py_compat.compilable_program(program, offset_provider, static)
 
 
 def suite_program_ir(info: Any, grid: Any, scalars: Mapping[str, Any], static_params: str | Sequence[str] = "icon4py"):
     """Kernel IR of suite program `info` on `grid` with the suite's static scalars taken from `scalars`."""
-    from icoforge.backend import workflow
+    from icoforge.backend.runtime import workflow
     from icoforge.suite.runner import static_param_names
     from icoforge.suite.specs import cast_scalar
 

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from icoforge.backend import ir
+from icoforge.backend.ir import ir
 from icoforge.backend.codegen.cuda import WIDE_SUFFIX
-from icoforge.backend.events import EventClock, event_clock, record_around
+from icoforge.backend.runtime.events import EventClock, event_clock, record_around
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +101,7 @@ def _by_kernel(records: Iterable[tuple[str, float]]) -> dict[str, Stats]:
 
 
 class KernelTimer:
-    """Events around every launch of one `Runtime` (icoforge.backend.gpu), as one of its launch
+    """Events around every launch of one `Runtime` (icoforge.backend.runtime.gpu), as one of its launch
     observers. Off until attached."""
 
     def __init__(self, nvtx: bool = True):
@@ -153,10 +153,10 @@ def time_gpu_kernels(
     """(per-kernel seconds, whole-call seconds) of `program` built for the GPU; args on the device."""
     import cupy as cp
 
-    from icoforge.backend.gpu import gpu_artifact
-    from icoforge.backend.schedule import default_program_schedule
+    from icoforge.backend.runtime.gpu import gpu_artifact
+    from icoforge.backend.schedule.schedule import default_program_schedule
 
-    from icoforge.backend.tuned import dim_sizes_of
+    from icoforge.backend.schedule.tuned import dim_sizes_of
 
     schedule = schedule or default_program_schedule(vendor)
     # at the grid's sizes, as a GT4Py call compiles it (the fusions' column-count rule)
@@ -263,9 +263,9 @@ def single_kernel_callables(
     """(id(program), kernel name) -> callable(*positional_args, offset_provider=...) running that
     kernel alone: one C++ module per distinct single-kernel program, built in `workers` threads
     (each a compiler process) and cached on disk."""
-    from icoforge.backend.build import build_cpu_module
+    from icoforge.backend.runtime.build import build_cpu_module
     from icoforge.backend.codegen.cpp import render_program_cpp
-    from icoforge.backend.workflow import CPUArtifact, module_name_for
+    from icoforge.backend.runtime.workflow import CPUArtifact, module_name_for
 
     sources: dict[str, tuple[str, str]] = {}  # module name -> (source, program name)
     module_of: dict[tuple[int, str], str] = {}

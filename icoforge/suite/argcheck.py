@@ -20,7 +20,7 @@ from gt4py.next import errors as gt_errors
 from gt4py.next.iterator import ir as itir
 from gt4py.next.type_system import type_translation
 
-from icoforge.backend.gt4py_compat import validate_call_args
+from icoforge.backend.frontend.gt4py_compat import validate_call_args
 from icoforge.suite.catalogue import ProgramInfo, set_at_statements
 from icoforge.suite.inputs import is_field
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from icoforge import settings
 from icoforge.backend import make_backend
-from icoforge.backend.schedule import ProgramSchedule, ScheduleError, schedule_from_text
+from icoforge.backend.schedule.schedule import ProgramSchedule, ScheduleError, schedule_from_text
 from icoforge.errors import UnknownNameError
 from icoforge.suite import peers
 
@@ -47,7 +47,7 @@ def _icoforge(target: str) -> Callable[[], Any]:
     def make() -> Any:
         vendor = schedule_vendor(target)
         # None without --schedule: the backend's default then carries the tuned schedules measured
-        # on this device (backend/tuned.py); a vendor default given here would have none.
+        # on this device (backend/schedule/tuned.py); a vendor default given here would have none.
         return make_backend(target, schedule=schedule_from_env(vendor) if settings.current().schedule else None)
 
     return make
@@ -105,7 +105,7 @@ class PassesRoundtripExecutor:
     def __call__(self, inp: Any) -> Any:
         from gt4py.next.program_processors.runners import roundtrip
 
-        from icoforge.backend import workflow  # GT4Py's pass manager: only when used
+        from icoforge.backend.runtime import workflow  # GT4Py's pass manager: only when used
 
         transformed, _ = workflow.cached_passes(inp)
         return roundtrip.Roundtrip(transforms=_Fixed(transformed))(inp)

@@ -19,7 +19,7 @@ from gt4py.next.ffront.decorator import Program
 from gt4py.next.iterator import ir as itir
 from gt4py.next.type_system import type_specifications as ts
 
-from icoforge.backend.gt4py_compat import program_signature
+from icoforge.backend.frontend.gt4py_compat import program_signature
 from icoforge.errors import UnknownNameError
 
 STENCILS_PACKAGE = "icon4py.model.atmosphere.dycore.stencils"

@@ -17,11 +17,11 @@ import os
 import time
 from typing import Callable
 
-from icoforge.backend.gpu import gpu_artifact
-from icoforge.backend.gpu_check import GPUCompileError, available_compilers, hipcc_check, nvcc_check
-from icoforge.backend.hip_on_cuda import hip_source_on_cuda
-from icoforge.backend.precompile import program_ir
-from icoforge.backend.schedule import default_program_schedule
+from icoforge.backend.runtime.gpu import gpu_artifact
+from icoforge.backend.runtime.gpu_check import GPUCompileError, available_compilers, hipcc_check, nvcc_check
+from icoforge.backend.runtime.hip_on_cuda import hip_source_on_cuda
+from icoforge.backend.runtime.precompile import program_ir
+from icoforge.backend.schedule.schedule import default_program_schedule
 from icoforge.grids import load_grid
 from icoforge.suite.catalogue import get_program
 from icoforge.suite.verify import verify

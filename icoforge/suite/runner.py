@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from icoforge.backend import gt4py_compat
+from icoforge.backend.frontend import gt4py_compat
 from icoforge.errors import IcoforgeError
 from icoforge.suite import faults, peers
 from icoforge.suite.backends import get_backend

@@ -1,5 +1,5 @@
 """Add what `icoforge tune` found to the package's database of tuned schedules
-(icoforge/backend/tuned_schedules.json; how entries apply: icoforge/backend/tuned.py).
+(icoforge/backend/schedule/tuned_schedules.json; how entries apply: icoforge/backend/schedule/tuned.py).
 
     python -m icoforge.tune.database TUNE.json [TUNE.json ...] --measured "benchmarks/.../tune"
 
@@ -22,7 +22,7 @@ import pathlib
 from collections.abc import Mapping
 from typing import Any
 
-from icoforge.backend import tuned
+from icoforge.backend.schedule import tuned
 from icoforge.errors import IcoforgeError
 
 
@@ -83,7 +83,7 @@ def merged(old: list[tuned.TunedKernel], new: list[tuned.TunedKernel], tuned_var
 
 def write(kernels: list[tuned.TunedKernel], path: pathlib.Path = tuned.DATABASE) -> None:
     doc = {
-        "about": "tuned kernel schedules applied by the default schedule where they hold (icoforge/backend/tuned.py); "
+        "about": "tuned kernel schedules applied by the default schedule where they hold (icoforge/backend/schedule/tuned.py); "
                  "add with `python -m icoforge.tune.database`",
         "kernels": [e.to_json() for e in kernels],
     }  # fmt: skip

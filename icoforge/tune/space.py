@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from icoforge.backend.schedule import VENDOR_DEFAULTS, Schedule
+from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, Schedule
 from icoforge.errors import IcoforgeError
 
 SPACES = ("quick", "full")

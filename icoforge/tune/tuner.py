@@ -25,8 +25,8 @@ import pathlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from icoforge.backend import tuned as tuned_db
-from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule, ScheduleError
+from icoforge.backend.schedule import tuned as tuned_db
+from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule, ScheduleError
 from icoforge.errors import IcoforgeError
 from icoforge.perf.timing import Stats
 
@@ -62,7 +62,7 @@ class Target:
 
     def load(self, art: Any) -> Any:
         if self.emulated:
-            from icoforge.backend.emulate import load_emulated
+            from icoforge.backend.runtime.emulate import load_emulated
 
             return load_emulated(art)
         return art.load()
@@ -133,7 +133,7 @@ class TuneResult:
     default_whole_s: float
     tuned_whole_s: float  # the picks together
     kept_default: bool = False  # the picks together were not faster: `schedule` is the vendor default
-    # what the package's database of tuned schedules needs (icoforge/backend/tuned.py): each
+    # what the package's database of tuned schedules needs (icoforge/backend/schedule/tuned.py): each
     # kernel's code fingerprint and the grid's horizontal sizes (`python -m icoforge.tune.database`)
     fingerprints: tuple[tuple[str, str], ...] = ()
     dim_sizes: tuple[tuple[str, int], ...] = ()
@@ -243,7 +243,7 @@ class _Bench:
 
 def build_candidate(pir: Any, vendor: str, program_schedule: ProgramSchedule) -> Any:
     """The candidate's GPU artifact, or the ScheduleError that refuses it (before compiling)."""
-    from icoforge.backend.gpu import gpu_artifact
+    from icoforge.backend.runtime.gpu import gpu_artifact
 
     try:
         return gpu_artifact(pir, vendor, program_schedule)
@@ -305,7 +305,7 @@ def tune_program(
     progress("generating every candidate's code", 0, total)
     built = {cid: build_candidate(pir, target.vendor, ProgramSchedule(default=s)) for cid, s in candidates.items()}
     if not target.emulated and jobs > 1:  # NVRTC for all candidates at once, into CuPy's disk cache
-        from icoforge.backend.gpu import precompile_modules
+        from icoforge.backend.runtime.gpu import precompile_modules
 
         progress(f"compiling {len(built)} candidates in {jobs} processes", 0, total)
         precompile_modules([a for a in built.values() if not isinstance(a, ScheduleError)], jobs)
@@ -339,7 +339,7 @@ def tune_program(
 
 def _fingerprints(pir: Any) -> tuple[tuple[str, str], ...]:
     """Each kernel's code fingerprint (the database's check that an entry is for today's code)."""
-    from icoforge.backend import ir
+    from icoforge.backend.ir import ir
 
     return tuple((k.name, tuned_db.kernel_fingerprint(k)) for k in pir.kernels()) if isinstance(pir, ir.ProgramIR) else ()
 

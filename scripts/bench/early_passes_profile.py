@@ -35,7 +35,7 @@ def early(inp, timer=None, symbols: list[float] | None = None):
     symbol-table collection (`SymbolsCollector.apply`, fix 5) appended."""
     from gt4py.eve.traits import SymbolTableTrait
 
-    from icoforge.backend import gt4py_early, gt4py_speedups
+    from icoforge.backend.frontend import gt4py_early, gt4py_speedups
 
     collector = SymbolTableTrait.SymbolsCollector
     with gt4py_speedups.patched():

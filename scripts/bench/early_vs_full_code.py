@@ -28,7 +28,7 @@ PTX_FIELDS = ("ld", "insts", "regs")
 
 def kernel_counts(k) -> dict[str, int]:
     """Counts of one kernel of the final IR (module doc)."""
-    from icoforge.backend import ir
+    from icoforge.backend.ir import ir
 
     level_vars = {s.var.name for s in ir.walk_stmts(k.body) if isinstance(s, (ir.Let, ir.Declare))}
     level_vars |= {st.var.name for st in k.state}
@@ -50,7 +50,7 @@ def kernel_counts(k) -> dict[str, int]:
 
 def ptx_counts(source: str) -> dict[str, dict[str, int]]:
     """Kernel -> ld.global / instruction counts in nvcc's PTX and ptxas's registers (sm_90)."""
-    from icoforge.backend.gpu_check import find_nvcc, parse_ptxas
+    from icoforge.backend.runtime.gpu_check import find_nvcc, parse_ptxas
 
     with tempfile.TemporaryDirectory() as d:
         src, ptx = os.path.join(d, "k.cu"), os.path.join(d, "k.ptx")
@@ -79,9 +79,9 @@ def program_counts(name: str, grid, early: bool, ptx: bool, scalars: dict | None
     import dataclasses
 
     from icoforge import settings
-    from icoforge.backend import workflow
+    from icoforge.backend.runtime import workflow
     from icoforge.backend.codegen.cuda import render_module_gpu
-    from icoforge.backend.pipeline import gpu_passes
+    from icoforge.backend.schedule.pipeline import gpu_passes
     from icoforge.perf.explain import compilable, gpu_schedule
     from icoforge.perf.model import program_cost
     from icoforge.perf.sizes import suite_sizes

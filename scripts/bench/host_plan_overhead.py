@@ -35,11 +35,11 @@ def _per_call_us(launch, args, offset_provider, kernels, rt, reps: int) -> float
 
 
 def main() -> None:
-    from icoforge.backend.emulate import EmulatedRuntime
-    from icoforge.backend.gpu import gpu_artifact
-    from icoforge.backend.precompile import program_ir
-    from icoforge.backend.schedule import default_program_schedule
-    from icoforge.backend.workflow import flat_call_args
+    from icoforge.backend.runtime.emulate import EmulatedRuntime
+    from icoforge.backend.runtime.gpu import gpu_artifact
+    from icoforge.backend.runtime.precompile import program_ir
+    from icoforge.backend.schedule.schedule import default_program_schedule
+    from icoforge.backend.runtime.workflow import flat_call_args
     from icoforge.grids import load_grid
     from icoforge.suite.catalogue import get_program
     from icoforge.suite.inputs import make_inputs

@@ -1,5 +1,5 @@
-"""Bytes and kernels per program call with the inline pass off, auto and all (icoforge.backend.inline),
-and with auto followed by kernel fusion (the schedule's `fuse: ["*"]`, icoforge.backend.fuse: maps over
+"""Bytes and kernels per program call with the inline pass off, auto and all (icoforge.backend.passes.inline),
+and with auto followed by kernel fusion (the schedule's `fuse: ["*"]`, icoforge.backend.passes.fuse: maps over
 one domain, and a map into the scan before it).
 
     PYTHONPATH=$PWD .venv/bin/python scripts/bench/inline_bytes.py [--grid R2B3 --levels 10] [--out FILE.md]
@@ -20,8 +20,9 @@ POLICIES = ("off", "auto", "all")
 
 
 def program_rows(grid, names):
-    from icoforge.backend import pipeline, workflow
-    from icoforge.backend.schedule import ProgramSchedule
+    from icoforge.backend.schedule import pipeline
+    from icoforge.backend.runtime import workflow
+    from icoforge.backend.schedule.schedule import ProgramSchedule
     from icoforge.perf.explain import compilable
     from icoforge.perf.model import program_cost
     from icoforge.perf.sizes import suite_sizes

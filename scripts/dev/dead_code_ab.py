@@ -1,4 +1,4 @@
-"""Issue 20, session 15: GT4Py's dead_code_elimination against icoforge's (backend/dead_code.py) on
+"""Issue 20, session 15: GT4Py's dead_code_elimination against icoforge's (backend/frontend/dead_code.py) on
 the early path, A/B in one process and one working tree (R2B3/10, seed 0, the static scalars of
 the stored references, GT4Py's tree machinery sped up as in production).
 
@@ -38,7 +38,7 @@ def _inputs(name: str, grid):
 
 def _early(inp, mode: str) -> tuple:
     """(GTIR, {pass: CPU s}) of the early path with `mode`'s dead-code elimination."""
-    from icoforge.backend import gt4py_early, gt4py_speedups
+    from icoforge.backend.frontend import gt4py_early, gt4py_speedups
 
     times: dict[str, float] = {}
     with gt4py_speedups.patched():
@@ -52,8 +52,9 @@ def _code(inp, gtir) -> dict[str, str]:
     """Kernel IR and generated code of every target, as text."""
     from gt4py.next import common
 
-    from icoforge.backend import lower, pipeline
-    from icoforge.backend.schedule import ProgramSchedule
+    from icoforge.backend.lowering import lower
+    from icoforge.backend.schedule import pipeline
+    from icoforge.backend.schedule.schedule import ProgramSchedule
     from icoforge.perf.explain import code_pages, gpu_schedule
 
     op_type = common.offset_provider_to_type(inp.args.offset_provider)

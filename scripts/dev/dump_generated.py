@@ -47,7 +47,7 @@ SCHEDULES = {
 
 
 def schedule_of(vendor: str, spec: dict):
-    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+    from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule
 
     d = dict(spec)
     d.setdefault("default", VENDOR_DEFAULTS[vendor].to_json())
@@ -65,13 +65,13 @@ def program_ir(name: str, grid):
 
 def cpp_source(pir) -> str:
     from icoforge.backend.codegen.cpp import render_program_cpp
-    from icoforge.backend.workflow import module_name_for
+    from icoforge.backend.runtime.workflow import module_name_for
 
     return render_program_cpp(pir, module_name_for(pir))
 
 
 def gpu_sources(pir, vendor: str, schedule) -> dict[str, str]:
-    from icoforge.backend.gpu import gpu_artifact
+    from icoforge.backend.runtime.gpu import gpu_artifact
 
     art = gpu_artifact(pir, vendor, schedule)
     ext = "cu" if vendor == "cuda" else "hip"

@@ -19,7 +19,9 @@ def one(name: str, grid, reuse: dict | None = None) -> dict:
     from gt4py.next import common
     from gt4py.next.iterator.transforms import pass_manager
 
-    from icoforge.backend import gt4py_early, gt4py_speedups, lower, pipeline
+    from icoforge.backend.frontend import gt4py_early, gt4py_speedups
+    from icoforge.backend.lowering import lower
+    from icoforge.backend.schedule import pipeline
     from icoforge.perf.model import program_cost
     from icoforge.perf.sizes import suite_sizes
     from icoforge.perf.static import compilable_program_static
@@ -41,7 +43,7 @@ def one(name: str, grid, reuse: dict | None = None) -> dict:
         t0 = time.process_time()
         with gt4py_speedups.patched():
             if mode == "old" and reuse:  # pass time of an earlier run (GT4Py unchanged), the GTIR from the cache
-                from icoforge.backend import workflow
+                from icoforge.backend.runtime import workflow
 
                 gtir = workflow.cached_passes(inp)[0]
             elif mode == "old":

@@ -2,7 +2,7 @@
 
     PYTHONPATH=$PWD .venv/bin/python scripts/dev/granule_variants.py --grid R2B6 --levels 80 [--json v.json]
 
-A tuned entry (icoforge/backend/tuned.py) applies to a kernel only where the kernel's fingerprint is
+A tuned entry (icoforge/backend/schedule/tuned.py) applies to a kernel only where the kernel's fingerprint is
 the one tuned. The entries were tuned on the suite's inputs; the granule compiles the same programs
 with icon4py's static arguments. This tool shows, per program variant the granule compiles, what
 each entry of the H200 database would do there, and for a stale entry which static argument makes
@@ -47,7 +47,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from icoforge.backend import tuned
+from icoforge.backend.schedule import tuned
 
 TUNED_DEVICE = ("cuda", "NVIDIA H200")
 TUNE_GRID = ("R2B6", 80)  # the grid the database was tuned on
@@ -67,7 +67,7 @@ class VariantRecord:
     decisions: tuple[tuned.Decision, ...]  # tuned.applied's, for this program's entries
 
     def static_text(self) -> str:
-        from icoforge.backend.gpu import static_arguments_text
+        from icoforge.backend.runtime.gpu import static_arguments_text
 
         return static_arguments_text(self.static_arguments)
 
@@ -98,7 +98,7 @@ def scheduled_kernels(
 ) -> tuple[tuple[tuple[str, str], ...], tuple[tuned.Decision, ...]]:
     """((kernel, fingerprint), ...) of `program` (kernel IR after translation) as the CUDA passes
     schedule it, and tuned.applied's decisions for it."""
-    from icoforge.backend import pipeline
+    from icoforge.backend.schedule import pipeline
 
     decisions: list[tuned.Decision] = []
     scheduled, _, _ = pipeline.gpu_passes(program, schedule, "cuda", dim_sizes, decisions)
@@ -107,7 +107,7 @@ def scheduled_kernels(
 
 def static_pairs(inp: Any) -> tuple[tuple[str, str], ...]:
     """The call's static arguments as (name, value text) pairs, the values as the GPU executor logs them."""
-    from icoforge.backend.gpu import static_arguments
+    from icoforge.backend.runtime.gpu import static_arguments
 
     return tuple((name, str(value)) for name, value in static_arguments(inp))
 
@@ -119,7 +119,7 @@ class RecordingExecutor:
     schedule: Any  # ProgramSchedule
 
     def __call__(self, inp: Any) -> RecordedArtifact:
-        from icoforge.backend import workflow
+        from icoforge.backend.runtime import workflow
 
         tr, _ = workflow.translate(inp, inline_policy=self.schedule.inline)
         sizes = tuned.dim_sizes_of(inp.args.offset_provider)
@@ -130,7 +130,7 @@ class RecordingExecutor:
 
 def h200_schedule() -> Any:
     """The default CUDA schedule with the H200 entries, as `make_gpu_backend` gives it on the H200."""
-    from icoforge.backend.schedule import default_program_schedule
+    from icoforge.backend.schedule.schedule import default_program_schedule
 
     return dataclasses.replace(default_program_schedule("cuda"), tuned=tuned.for_device(*TUNED_DEVICE))
 
@@ -174,7 +174,7 @@ def granule_variants(grid: Any, schedule: Any, log=print, only_used: bool = Fals
 def collect_records(solver: Any) -> list[VariantRecord]:
     """The records of every variant bound on `solver` (pending jobs finished and loaded first);
     a program bound under several attributes is listed once per variant."""
-    from icoforge.backend import gt4py_compat
+    from icoforge.backend.frontend import gt4py_compat
     from icoforge.granule import instrument
 
     seen: dict[tuple, VariantRecord] = {}
@@ -237,7 +237,7 @@ def suite_statics(info: Any, grid: Any) -> dict[str, Any]:
 
 def suite_prints(info: Any, grid: Any, static: Mapping[str, Any], schedule: Any) -> dict[str, str]:
     """Kernel fingerprints of the suite's program with these static values, as scheduled for CUDA."""
-    from icoforge.backend import workflow
+    from icoforge.backend.runtime import workflow
     from icoforge.perf.static import compilable_program_static
 
     tr, _ = workflow.translate(

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import argparse
 
-from icoforge.backend import ir, pipeline
-from icoforge.backend.fuse import _independent
-from icoforge.backend.schedule import default_program_schedule
+from icoforge.backend.ir import ir
+from icoforge.backend.schedule import pipeline
+from icoforge.backend.passes.fuse import _independent
+from icoforge.backend.schedule.schedule import default_program_schedule
 from icoforge.grids import load_grid
 from icoforge.perf.model import program_cost
 from icoforge.perf.sizes import suite_sizes

@@ -21,7 +21,7 @@ ARMS = {"before (fixes 1-7)": (False, False), "fix 8": (True, False), "fix 9": (
 
 def passes(inp, fold_leaves: bool, pause_gc: bool):
     """(GTIR, CPU s) of the early path with the chosen fixes."""
-    from icoforge.backend import gt4py_early, gt4py_speedups
+    from icoforge.backend.frontend import gt4py_early, gt4py_speedups
 
     real = gt4py_speedups._constant_folding_patch
     if not fold_leaves:

@@ -3,7 +3,7 @@
     PYTHONPATH=$PWD .venv/bin/python scripts/dev/tune_fingerprints.py --grid REGIONAL --levels 80 \
         compute_rho_theta_pgrad_and_update_vn limited_area=True nflat_gradp=79 ...
 
-A tuned entry applies where the kernel's fingerprint is the one tuned (icoforge/backend/tuned.py).
+A tuned entry applies where the kernel's fingerprint is the one tuned (icoforge/backend/schedule/tuned.py).
 Before spending device time on a tune of a granule variant, compare these with the fingerprints
 the granule's compile log printed ("its code changed since it was tuned (fingerprint ...)"): equal
 fingerprints mean the tune's entries will apply there. The suite's static scalars with the given
@@ -17,7 +17,7 @@ import argparse
 
 from granule_variants import suite_prints, suite_statics
 
-from icoforge.backend.schedule import default_program_schedule
+from icoforge.backend.schedule.schedule import default_program_schedule
 from icoforge.grids import load_grid
 from icoforge.suite import get_program
 from icoforge.suite.runner import static_overrides

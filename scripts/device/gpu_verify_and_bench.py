@@ -34,8 +34,8 @@ def _verify_task(name: str, with_gtfn: bool, seeds: dict[str, int] | None = None
     rows = []
     cuda: object = "icoforge-cuda"
     if schedule:
-        from icoforge.backend.gpu import make_gpu_backend
-        from icoforge.backend.schedule import ProgramSchedule
+        from icoforge.backend.runtime.gpu import make_gpu_backend
+        from icoforge.backend.schedule.schedule import ProgramSchedule
 
         cuda = make_gpu_backend("cuda", ProgramSchedule.from_json(json.loads(schedule)))
     cases = [("R2B4", 80, cuda, "icoforge-cpu"), ("R2B6", 80, cuda, "icoforge-cpu")]
@@ -159,7 +159,7 @@ def main() -> int:
                     help='icoforge-cuda\'s ProgramSchedule, e.g. \'{"default": {"block": [32, 8], "index_bits": "auto"}}\'')  # fmt: skip
     opts = ap.parse_args()
     if opts.schedule:  # refused here, before any worker starts
-        from icoforge.backend.schedule import ProgramSchedule
+        from icoforge.backend.schedule.schedule import ProgramSchedule
 
         ProgramSchedule.from_json(json.loads(opts.schedule))
     for key in ("programs", "gtfn_for"):

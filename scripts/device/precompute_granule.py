@@ -1,6 +1,6 @@
 """Fill the GT4Py-passes cache here for the device's greenline runs: builds icon4py's granule
 exactly as `icoforge greenline` does (same static fields, same compiled variants), but with a
-backend that only runs GT4Py's passes (icoforge.backend.precompile.passes_only_backend), so no
+backend that only runs GT4Py's passes (icoforge.backend.runtime.precompile.passes_only_backend), so no
 C++ is compiled; construction and one no-op call of each substep variant (icon4py compiles some
 programs lazily at their first call).
 
@@ -24,7 +24,7 @@ import time
 def main() -> None:
     import gt4py.next as gtx
 
-    from icoforge.backend.precompile import passes_only_backend
+    from icoforge.backend.runtime.precompile import passes_only_backend
     from icoforge.granule.fields import build_static_fields
     from icoforge.granule.greenline import DEFAULT_FACTORY_BACKEND
     from icoforge.granule.runner import Granule

@@ -1,6 +1,6 @@
 #!/bin/bash
 # One device call (issue 17): tune kernels in the program variants the granule compiles, for the
-# package's database of tuned schedules (icoforge/backend/tuned_schedules.json).
+# package's database of tuned schedules (icoforge/backend/schedule/tuned_schedules.json).
 #
 #   run(carry=[".whl"], timeout_s=600, command="bash scripts/device/run_tune_granule.sh")
 #   run(carry=[".whl"], timeout_s=600, command="CONFIG='REGIONAL 80' bash scripts/device/run_tune_granule.sh")
@@ -79,5 +79,5 @@ while read -r program values; do
 done <<< "$TUNES"
 stop_bg $KILLER
 if [ -n "${APPLY:-}" ]; then
-  python3 -m icoforge.tune.database $W/tune-*.json --measured "$APPLY" && cp icoforge/backend/tuned_schedules.json $OUT/
+  python3 -m icoforge.tune.database $W/tune-*.json --measured "$APPLY" && cp icoforge/backend/schedule/tuned_schedules.json $OUT/
 fi

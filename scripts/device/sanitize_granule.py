@@ -24,7 +24,7 @@ def run(kernels_file: str, argv: list[str]) -> int:
 
     cupy.cuda.set_allocator(None)  # no pool: memcheck's bounds are the arrays' own
     cupy.cuda.set_pinned_memory_allocator(None)
-    from icoforge.backend import gpu
+    from icoforge.backend.runtime import gpu
 
     names: dict[int, tuple[str, str]] = {}
     launches: collections.Counter = collections.Counter()

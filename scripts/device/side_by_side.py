@@ -194,7 +194,7 @@ def sweep_schedules(levels: int, full: bool) -> dict:
     vendor default, the full one for the first level count, the quick one for the others.
     (Until session 7 this script kept its own list; the ids of earlier sweeps differ a little:
     block256 is block256x1 now, block32x8_auto is idx_auto on 32x4.)"""
-    from icoforge.backend.schedule import ProgramSchedule
+    from icoforge.backend.schedule.schedule import ProgramSchedule
     from icoforge.tune.space import candidates
 
     return {k: ProgramSchedule(default=s) for k, s in candidates("cuda", "full" if full else "quick").items()}
@@ -203,8 +203,8 @@ def sweep_schedules(levels: int, full: bool) -> dict:
 def plan_sweep(programs: list[str], levels_list: list[int], grid_name: str) -> list[tuple]:
     """(program, levels, info, IR, cost, {schedule id: (ProgramSchedule, GPUArtifact)}) for every
     program and level count; refused schedules are logged to sweep.jsonl. Needs no GPU."""
-    from icoforge.backend.gpu import gpu_artifact
-    from icoforge.backend.schedule import ScheduleError
+    from icoforge.backend.runtime.gpu import gpu_artifact
+    from icoforge.backend.schedule.schedule import ScheduleError
     from icoforge.grids import load_grid
     from icoforge.perf.model import program_cost
     from icoforge.perf.sizes import suite_sizes
@@ -236,7 +236,7 @@ def run_sweep(programs: list[str], levels_list: list[int], grid_name: str, reps:
     import cupy as cp
     import numpy as np
 
-    from icoforge.backend.gpu import make_gpu_backend, precompile_modules
+    from icoforge.backend.runtime.gpu import make_gpu_backend, precompile_modules
     from icoforge.grids import load_grid
     from icoforge.grids.load import DeviceGrid
     from icoforge.perf.timing import gpu_copy_bandwidth, positional

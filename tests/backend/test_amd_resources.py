@@ -1,5 +1,5 @@
 """AMD resources without an AMD GPU (issue 50): clang's resource remarks parsed, the occupancy
-rules of icoforge.backend.occupancy against the occupancy clang itself reports for kernels with
+rules of icoforge.backend.schedule.occupancy against the occupancy clang itself reports for kernels with
 forced VGPR, AGPR and LDS use on gfx90a and gfx942, and sm_90's warps per scheduler. The whole
 catalogue: tests/backend/test_gpu_compile_all.py (slow)."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from icoforge.backend.amd_check import amd_check, find_amd_clang, parse_resource_remarks
-from icoforge.backend.gpu_check import GPUCompileError
-from icoforge.backend.occupancy import (
+from icoforge.backend.runtime.amd_check import amd_check, find_amd_clang, parse_resource_remarks
+from icoforge.backend.runtime.gpu_check import GPUCompileError
+from icoforge.backend.schedule.occupancy import (
     amd_group_waves,
     amd_sgpr_waves,
     amd_vgpr_waves,
@@ -94,7 +94,7 @@ def test_a_build_error_names_the_compiler_and_the_arch_is_checked():
 def test_sgprs_in_vgpr_lanes_are_noted_and_memory_spills_fail():
     """SGPRs spilt into VGPR lanes cost instructions, not memory: a note beside the table. A VGPR
     spill or any scratch is a problem (gpu-check exits 1)."""
-    from icoforge.backend.amd_check import AMDKernelResources
+    from icoforge.backend.runtime.amd_check import AMDKernelResources
     from icoforge.perf.amd_resources import ResourceRow
 
     def row(vgpr_spill, sgpr_spill, scratch):

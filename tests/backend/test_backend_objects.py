@@ -60,13 +60,13 @@ def test_objects_are_icoforge_backends_made_by_make_backend():
 
 def test_no_submodule_shadows_a_backend_object():
     """An imported submodule becomes a package attribute and would hide the object of its name:
-    that is why the GPU-of-any-vendor object is `any_gpu` (`icoforge.backend.gpu` is the GPU runtime)."""
+    that is why the GPU-of-any-vendor object is `any_gpu` (`icoforge.backend.runtime.gpu` is the GPU runtime)."""
     import importlib.util
 
     import icoforge.backend as b
 
     assert [n for n in b.BACKEND_OBJECTS if importlib.util.find_spec(f"icoforge.backend.{n}")] == []
-    assert importlib.util.find_spec("icoforge.backend.gpu") is not None
+    assert importlib.util.find_spec("icoforge.backend.runtime.gpu") is not None
 
 
 def test_unknown_name_lists_the_backend_objects():
@@ -75,7 +75,7 @@ def test_unknown_name_lists_the_backend_objects():
     with pytest.raises(AttributeError, match="cpu, cuda, hip, any_gpu"):
         b.cpux  # noqa: B018
     # submodules still import through the package (the import system relies on AttributeError)
-    from icoforge.backend import workflow
+    from icoforge.backend.runtime import workflow
 
     assert workflow.CPUExecutor
 

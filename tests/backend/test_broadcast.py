@@ -62,10 +62,10 @@ def test_fill_part_of_an_int_field_leaves_the_rest(tiny_grid):
 
 @pytest.mark.parametrize("vendor", ["cuda", "hip"])
 def test_fill_through_the_gpu_host_plan(tiny_grid, vendor):
-    from icoforge.backend.emulate import load_emulated
-    from icoforge.backend.gpu import gpu_artifact
-    from icoforge.backend.precompile import program_ir
-    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+    from icoforge.backend.runtime.emulate import load_emulated
+    from icoforge.backend.runtime.gpu import gpu_artifact
+    from icoforge.backend.runtime.precompile import program_ir
+    from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule
 
     g = tiny_grid
     art = gpu_artifact(program_ir(fill, g.connectivities), vendor, ProgramSchedule(VENDOR_DEFAULTS[vendor]))

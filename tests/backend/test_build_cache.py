@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from icon4py.model.common import dimension as dims
 
-from icoforge.backend import build, make_backend, workflow
-from icoforge.backend.precompile import compilable_program
+from icoforge.backend import make_backend
+from icoforge.backend.runtime import build, workflow
+from icoforge.backend.runtime.precompile import compilable_program
 from icoforge.cache import cache_dir
 from icoforge.errors import UnsupportedConstructError
 
@@ -160,7 +161,7 @@ def test_gpu_executor_reports_its_translation_cache_hits(tiny_grid, tmp_path, mo
     """The granule's setup table counts cache hits from the artifacts' timings: the CUDA executor
     records them as the C++ one does (the H200 run of 2026-11-30 showed 0/20 with every pass
     cached). With ICOFORGE_TRACE each translation is logged and a miss leaves its GTIR behind."""
-    from icoforge.backend.gpu import GPUExecutor
+    from icoforge.backend.runtime.gpu import GPUExecutor
 
     monkeypatch.setenv("ICOFORGE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("ICOFORGE_TRACE", str(tmp_path / "trace"))
@@ -198,7 +199,7 @@ def test_executors_stamp_when_their_job_ran(tiny_grid, tmp_path, monkeypatch):
     the executors stamp each job with wall-clock start and end (in the worker)."""
     import time
 
-    from icoforge.backend.gpu import GPUExecutor
+    from icoforge.backend.runtime.gpu import GPUExecutor
 
     monkeypatch.setenv("ICOFORGE_CACHE", str(tmp_path / "cache"))
     t0 = time.time()

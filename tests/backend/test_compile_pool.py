@@ -9,7 +9,7 @@ import pytest
 from gt4py.next import config
 from gt4py.next.otf import runners
 
-from icoforge.backend import compile_pool
+from icoforge.backend.runtime import compile_pool
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def process_pool(monkeypatch, tmp_path):
 
 
 def test_warm_up_starts_every_worker_and_imports_the_executor(process_pool):
-    futures = compile_pool.warm_up(["icoforge.backend.gpu"])
+    futures = compile_pool.warm_up(["icoforge.backend.runtime.gpu"])
     assert len(futures) == 2
     seconds = [f.result(timeout=300) for f in futures]
     assert all(s >= 0 for s in seconds) and max(seconds) > 0  # a fresh worker had to import it
@@ -41,7 +41,7 @@ def test_warm_up_for_a_backend_starts_as_many_workers_as_asked(process_pool):
 
 def test_warm_up_does_nothing_without_a_process_pool(monkeypatch):
     monkeypatch.setattr(runners, "_default_runner", runners.SerialRunner())
-    assert compile_pool.warm_up(["icoforge.backend.gpu"]) == []
+    assert compile_pool.warm_up(["icoforge.backend.runtime.gpu"]) == []
 
 
 def test_submissions_are_recorded_with_their_time(process_pool):
@@ -60,5 +60,5 @@ def test_compiling_here_runs_jobs_in_this_process_meanwhile(monkeypatch):
     monkeypatch.setattr(runners, "_default_runner", None)
     with compile_pool.compiling_here():
         assert isinstance(runners.get_default_runner(), runners.SerialRunner)
-        assert compile_pool.warm_up(["icoforge.backend.gpu"]) == []  # no pool to warm
+        assert compile_pool.warm_up(["icoforge.backend.runtime.gpu"]) == []  # no pool to warm
     assert config.BUILD_JOBS_MODE is config.BuildJobsMode.PROCESS and runners._default_runner is None

@@ -314,10 +314,10 @@ def test_field_operator_writing_a_tuple_of_fields(tiny_grid):
 def test_tuple_of_fields_through_the_gpu_host_plan(tiny_grid, vendor):
     """A program with a tuple-of-fields parameter; the CUDA/HIP host plan unpacks the tuple too
     (kernels run by CPU emulation)."""
-    from icoforge.backend.emulate import load_emulated
-    from icoforge.backend.gpu import gpu_artifact
-    from icoforge.backend.precompile import program_ir
-    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+    from icoforge.backend.runtime.emulate import load_emulated
+    from icoforge.backend.runtime.gpu import gpu_artifact
+    from icoforge.backend.runtime.precompile import program_ir
+    from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule
 
     g, nk = tiny_grid, 10
     r = np.random.default_rng(5)
@@ -346,10 +346,10 @@ def test_parameters_named_like_the_host_plans_own_names(tiny_grid, vendor):
     program symbol `<role>_<name>`, so they clash with nothing (kernels run by CPU emulation; the C++
     target too)."""
     from icoforge.backend.codegen.host import names
-    from icoforge.backend.emulate import load_emulated
-    from icoforge.backend.gpu import gpu_artifact
-    from icoforge.backend.precompile import program_ir
-    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+    from icoforge.backend.runtime.emulate import load_emulated
+    from icoforge.backend.runtime.gpu import gpu_artifact
+    from icoforge.backend.runtime.precompile import program_ir
+    from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule
 
     g, nk, n = tiny_grid, 10, 300
     r = np.random.default_rng(17)
@@ -368,7 +368,7 @@ def test_parameters_named_like_the_host_plans_own_names(tiny_grid, vendor):
 
 
 def test_tuple_argument_of_the_wrong_length_is_refused():
-    from icoforge.backend.workflow import flat_call_args
+    from icoforge.backend.runtime.workflow import flat_call_args
     from icoforge.errors import CallArgumentError
 
     assert flat_call_args((1, (2, 3), 4), ((1, 2),), "p") == (1, 2, 3, 4)
@@ -404,10 +404,10 @@ def test_field_covering_only_what_the_neighbour_rows_reference(tiny_grid):
 @pytest.mark.parametrize("vendor", ["cuda", "hip"])
 def test_gpu_host_plan_checks_field_extents(tiny_grid, vendor):
     """The CUDA/HIP host plan checks what the C++ target checks (kernels run by CPU emulation)."""
-    from icoforge.backend.emulate import load_emulated
-    from icoforge.backend.gpu import gpu_artifact
-    from icoforge.backend.precompile import program_ir
-    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+    from icoforge.backend.runtime.emulate import load_emulated
+    from icoforge.backend.runtime.gpu import gpu_artifact
+    from icoforge.backend.runtime.precompile import program_ir
+    from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule
 
     g, nk, n = tiny_grid, 10, 300
     rows = g.connectivities["C2E"].asnumpy()[:n]

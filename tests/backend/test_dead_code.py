@@ -1,4 +1,4 @@
-"""icoforge's dead-code elimination (backend/dead_code.py) gives GT4Py's `dead_code_elimination`
+"""icoforge's dead-code elimination (backend/frontend/dead_code.py) gives GT4Py's `dead_code_elimination`
 result: the same GTIR (`==` and `str`), the same names drawn from the pass manager's pool, and so
 the same kernels; where it does not handle a case, GT4Py's pass runs (the same result too)."""
 
@@ -12,7 +12,8 @@ from gt4py.next.iterator.transforms import dead_code_elimination as gt4py_dce
 from gt4py.next.iterator.type_system import inference
 from gt4py.next.type_system import type_specifications as ts
 
-from icoforge.backend import dead_code, gt4py_compat, gt4py_early, gt4py_speedups, lower
+from icoforge.backend.frontend import dead_code, gt4py_compat, gt4py_early, gt4py_speedups
+from icoforge.backend.lowering import lower
 from icoforge.perf.static import compilable_program_static
 from icoforge.suite.catalogue import get_program
 from icoforge.suite.inputs import make_scalars

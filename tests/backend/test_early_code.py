@@ -9,14 +9,15 @@ from __future__ import annotations
 import pytest
 
 from icoforge import settings
-from icoforge.backend import ir, order
-from icoforge.backend.gpu_check import find_nvcc
+from icoforge.backend.ir import ir
+from icoforge.backend.passes import order
+from icoforge.backend.runtime.gpu_check import find_nvcc
 from icoforge.suite.catalogue import get_program
 
 
 def lowered(name: str, grid, early: bool = True) -> ir.ProgramIR:
     """The kernel IR `icoforge explain` shows: the suite's scalars, icon4py's static ones bound."""
-    from icoforge.backend import workflow
+    from icoforge.backend.runtime import workflow
     from icoforge.perf.explain import compilable
     from icoforge.perf.sizes import suite_sizes
 
@@ -104,9 +105,9 @@ def test_order_computes_shared_values_first_and_stores_each_target_after_its_own
 def test_interpolation_and_buoyancy_takes_the_full_lists_registers(tiny_grid):
     """The same loads and instructions on both paths, but on the early path's order ptxas took 44
     registers (62.5 % occupancy at 256 threads a block on sm_90) against 32 on the full list."""
-    from icoforge.backend.gpu import gpu_artifact
-    from icoforge.backend.gpu_check import nvcc_check
-    from icoforge.backend.schedule import default_program_schedule
+    from icoforge.backend.runtime.gpu import gpu_artifact
+    from icoforge.backend.runtime.gpu_check import nvcc_check
+    from icoforge.backend.schedule.schedule import default_program_schedule
 
     pir = lowered("compute_interpolation_and_nonhydro_buoy", tiny_grid)
     art = gpu_artifact(pir, "cuda", default_program_schedule("cuda"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from icoforge import settings
-from icoforge.backend import ir
+from icoforge.backend.ir import ir
 from icoforge.suite import references as refs
 from icoforge.suite.catalogue import get_program
 
@@ -48,7 +48,7 @@ def test_early_path_gives_small_programs_the_full_paths_shape(tiny_grid):
     is recomputed where a cell reads it through C2E (one kernel, no temporary); the back
     substitution's scan stores `w`, which it reads only at its own point before storing, itself
     (no temporary, no copy); kernels are named in the order they run."""
-    from icoforge.backend.precompile import program_ir
+    from icoforge.backend.runtime.precompile import program_ir
 
     with settings.overridden(early_gtir=True):
         chained = program_ir(_kind_programs()["chained"], tiny_grid.connectivities)

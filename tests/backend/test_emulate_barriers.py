@@ -1,4 +1,4 @@
-"""The CPU emulation's barrier (icoforge.backend.emulate): a block's threads run as fibers and meet
+"""The CPU emulation's barrier (icoforge.backend.runtime.emulate): a block's threads run as fibers and meet
 at `__syncthreads()`; shared memory is the block's; a thread that returns while others wait is an
 error; running each phase's threads backwards exposes a read that no barrier orders. Small
 hand-written device modules, as the CUDA printer makes them (codegen.device)."""
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from icoforge.backend.codegen.device import DeviceKernel, DeviceModule, DeviceParam
-from icoforge.backend.emulate import EmulationError, emulation_source, load_kernels
+from icoforge.backend.runtime.emulate import EmulationError, emulation_source, load_kernels
 
 PARAMS = (DeviceParam("double*", "out"), DeviceParam("const int", "n"))
 

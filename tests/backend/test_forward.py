@@ -1,4 +1,4 @@
-"""Copy forwarding (icoforge.backend.forward): which copies go, which must stay, and that the
+"""Copy forwarding (icoforge.backend.passes.forward): which copies go, which must stay, and that the
 results stay GT4Py's (CPU target and the CUDA code by emulation), including a refused call where
 the caller's fields share memory."""
 
@@ -10,7 +10,9 @@ import pytest
 from gt4py.next.experimental import concat_where
 from icon4py.model.common import dimension as dims
 
-from icoforge.backend import forward, ir, make_backend
+from icoforge.backend import make_backend
+from icoforge.backend.passes import forward
+from icoforge.backend.ir import ir
 from icoforge.errors import CallArgumentError
 
 CellDim, KDim = dims.CellDim, dims.KDim
@@ -134,10 +136,10 @@ def _args(g, seed):
 
 
 def test_gt4py_copies_go_and_results_stay(tiny_grid):
-    from icoforge.backend.emulate import load_emulated
-    from icoforge.backend.gpu import gpu_artifact
-    from icoforge.backend.precompile import program_ir
-    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+    from icoforge.backend.runtime.emulate import load_emulated
+    from icoforge.backend.runtime.gpu import gpu_artifact
+    from icoforge.backend.runtime.precompile import program_ir
+    from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule
 
     g = tiny_grid
     prog = program_ir(pair, g.connectivities)
@@ -158,10 +160,10 @@ def test_gt4py_copies_go_and_results_stay(tiny_grid):
 @pytest.mark.parametrize("target", ["cpu", "cuda"])
 def test_outputs_sharing_memory_are_refused(tiny_grid, target):
     """With t_out and s_out one array, GT4Py's order leaves s in it; forwarding would leave t."""
-    from icoforge.backend.emulate import load_emulated
-    from icoforge.backend.gpu import gpu_artifact
-    from icoforge.backend.precompile import program_ir
-    from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+    from icoforge.backend.runtime.emulate import load_emulated
+    from icoforge.backend.runtime.gpu import gpu_artifact
+    from icoforge.backend.runtime.precompile import program_ir
+    from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule
 
     g = tiny_grid
     a, w, t_out, _ = _args(g, 4)

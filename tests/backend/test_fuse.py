@@ -1,4 +1,4 @@
-"""Kernel fusion (icoforge.backend.fuse, the schedule knob `fuse`): which neighbouring kernels are
+"""Kernel fusion (icoforge.backend.passes.fuse, the schedule knob `fuse`): which neighbouring kernels are
 fused and which must stay apart, variable clashes, the aliasing pairs it records; and the results
 of fused code against the CPU target: single programs with icon4py's static arguments and the
 whole granule, both through the CUDA code run by CPU emulation."""
@@ -10,8 +10,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from icoforge.backend import fuse, ir
-from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule, ScheduleError
+from icoforge.backend.passes import fuse
+from icoforge.backend.ir import ir
+from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule, ScheduleError
 from icoforge.suite.backends import schedule_from_env
 
 KINDS = (("Cell", "horizontal"), ("K", "vertical"))
@@ -171,7 +172,7 @@ def test_map_reading_finished_levels_runs_in_the_scan_and_the_temporary_goes():
 
 
 def test_a_column_walk_is_fused_only_on_grids_with_enough_columns():
-    from icoforge.backend import pipeline, tuned
+    from icoforge.backend.schedule import pipeline, tuned
 
     above = ir.Select(ir.Binary("less", ir.Binary("plus", ir.KIndex(), c(1), "int32"), c(4), "bool"), load("t", dk=1), load("b"), "float64")
     p = dataclasses.replace(program([scan("p_k0"), kernel("p_k1", store("out", add(load("t"), above)))]), name="prog")
@@ -231,7 +232,7 @@ def test_a_map_over_fewer_levels_is_guarded():
 
 
 def test_maps_over_nested_levels_are_fused_with_a_guard_and_the_stores_levels_known():
-    from icoforge.backend.access import bounds_requirements, store_levels
+    from icoforge.backend.schedule.access import bounds_requirements, store_levels
 
     fewer = ir.Domain("Cell", c(0), c(8), c(1), c(3))
     p = program([kernel("p_k0", store("t", load("a"))), kernel("p_k1", store("out", add(load("t"), load("b"))), domain=fewer)])
@@ -267,7 +268,7 @@ def test_moving_past_a_kernel_records_the_fields_that_must_not_share_memory():
 
 
 def test_the_host_refuses_shared_memory_only_for_recorded_pairs():
-    from icoforge.backend.host_checks import _distinct
+    from icoforge.backend.runtime.host_checks import _distinct
     from icoforge.errors import CallArgumentError
 
     class Spans:
@@ -335,7 +336,7 @@ def test_fuse_is_schedule_data():
 
 
 def test_the_cuda_default_fuses_column_walks_only_on_large_grids(monkeypatch):
-    from icoforge.backend.schedule import VENDOR_SCAN_MIN_COLUMNS, default_program_schedule
+    from icoforge.backend.schedule.schedule import VENDOR_SCAN_MIN_COLUMNS, default_program_schedule
 
     cuda = default_program_schedule("cuda")
     # REGIONAL's 44,640 columns: the predictor unfused was faster; R2B6's 327,680: fused was
@@ -373,8 +374,8 @@ FUSED_PROGRAMS = (
 
 @pytest.mark.parametrize("name", FUSED_PROGRAMS)
 def test_fused_programs_agree_with_the_cpu_target(name, tiny_grid):
-    from icoforge.backend.emulate import make_emulated_backend
-    from icoforge.backend.schedule import VENDOR_DEFAULTS
+    from icoforge.backend.runtime.emulate import make_emulated_backend
+    from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS
     from icoforge.suite.catalogue import get_program
     from icoforge.suite.verify import verify
 
@@ -387,8 +388,8 @@ def test_fused_programs_agree_with_the_cpu_target(name, tiny_grid):
 def test_column_fused_program_agrees_with_the_cpu_target(tiny_grid):
     """The tangential wind and the edge quantities that read it one level down, one column walk
     (fuse_columns): CUDA code by emulation against the CPU target."""
-    from icoforge.backend.emulate import make_emulated_backend
-    from icoforge.backend.schedule import VENDOR_DEFAULTS
+    from icoforge.backend.runtime.emulate import make_emulated_backend
+    from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS
     from icoforge.suite.catalogue import get_program
     from icoforge.suite.verify import verify
 
@@ -402,8 +403,8 @@ def test_column_fused_program_agrees_with_the_cpu_target(tiny_grid):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", FUSED_PROGRAMS)
 def test_fused_programs_on_the_gpu_agree_with_the_cpu_target(name, tiny_grid):
-    from icoforge.backend.gpu import cupy_vendor, make_gpu_backend
-    from icoforge.backend.schedule import VENDOR_DEFAULTS
+    from icoforge.backend.runtime.gpu import cupy_vendor, make_gpu_backend
+    from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS
     from icoforge.suite.catalogue import get_program
     from icoforge.suite.verify import verify
 
@@ -421,7 +422,7 @@ def test_fused_granule_is_bit_identical_to_the_cpu_target(monkeypatch, icoforge_
     """Every program of the granule's variants with `fuse: *`, CUDA code by emulation, three
     substeps from the same state: bit-identical to icoforge-cpu (R2B3/10). The variants bind
     icon4py's static arguments, which makes kernels neighbours. And every substep run as one
-    program fused across programs (backend/substep.py), each first run proven against the fused
+    program fused across programs (backend/runtime/substep.py), each first run proven against the fused
     programs one by one (one granule for both: it takes minutes to build)."""
     from icoforge.granule.greenline import GreenlineOptions, run_greenline
 

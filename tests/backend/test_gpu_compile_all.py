@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-from icoforge.backend.gpu_check import available_compilers
+from icoforge.backend.runtime.gpu_check import available_compilers
 from icoforge.cli.main import main
 
 TABLE = pathlib.Path(__file__).resolve().parents[2] / "build" / "gpu-compile-check.md"
@@ -37,7 +37,7 @@ AMD_TABLE = TABLE.parent / "amd-resources-gfx90a-gfx942.md"
 
 
 def _amd_skip_reason() -> str | None:
-    from icoforge.backend.amd_check import BITCODE_DIRS, INSTALL_HINT, find_amd_clang
+    from icoforge.backend.runtime.amd_check import BITCODE_DIRS, INSTALL_HINT, find_amd_clang
 
     if find_amd_clang() is None:
         return f"no clang with HIP support for gfx90a/gfx942 ({INSTALL_HINT})"

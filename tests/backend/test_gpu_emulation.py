@@ -1,4 +1,4 @@
-"""The generated CUDA/HIP code, run on the CPU by emulation (icoforge.backend.emulate), against
+"""The generated CUDA/HIP code, run on the CPU by emulation (icoforge.backend.runtime.emulate), against
 the CPU target: every dycore program with the vendor defaults and with shared-memory staging, and
 a grid of schedules covering every knob (staging and its barrier included) on representative
 programs. Outputs poisoned, whole arrays, rtol 1e-12. On a GPU, tests/schedule/test_gpu_schedules.py
@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from icoforge.backend.emulate import load_emulated
-from icoforge.backend.gpu import gpu_artifact
-from icoforge.backend.precompile import program_ir
-from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule
+from icoforge.backend.runtime.emulate import load_emulated
+from icoforge.backend.runtime.gpu import gpu_artifact
+from icoforge.backend.runtime.precompile import program_ir
+from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule
 from icoforge.grids import load_grid
 from icoforge.suite.catalogue import get_program, program_names
 from icoforge.suite.runner import CustomBackend

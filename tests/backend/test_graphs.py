@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from icoforge.backend import graphs
-from icoforge.backend.gpu import gpu_artifact
-from icoforge.backend.schedule import default_program_schedule
+from icoforge.backend.runtime import graphs
+from icoforge.backend.runtime.gpu import gpu_artifact
+from icoforge.backend.schedule.schedule import default_program_schedule
 
 
 @pytest.mark.parametrize(

@@ -1,12 +1,13 @@
-"""The sped-up GT4Py passes (icoforge.backend.gt4py_speedups) give GT4Py's own result."""
+"""The sped-up GT4Py passes (icoforge.backend.frontend.gt4py_speedups) give GT4Py's own result."""
 
 from __future__ import annotations
 
 import pytest
 from gt4py.next.iterator.transforms import pass_manager
 
-from icoforge.backend import gt4py_speedups, workflow
-from icoforge.backend.precompile import compilable_program
+from icoforge.backend.frontend import gt4py_speedups
+from icoforge.backend.runtime import workflow
+from icoforge.backend.runtime.precompile import compilable_program
 from icoforge.suite.catalogue import get_program
 
 
@@ -165,7 +166,7 @@ def test_symbol_tables_of_every_scope_after_the_early_passes(tiny_grid):
     after the early passes (temporaries, SetAt, domains, nested lets): eve's table on each, the
     same names in the same order bound to the same nodes, and the same nodes given an annex (the
     collection reads `node.annex`, which creates it) when collected on annex-free copies."""
-    from icoforge.backend import gt4py_early
+    from icoforge.backend.frontend import gt4py_early
     from gt4py.eve.traits import SymbolTableTrait
 
     collector = SymbolTableTrait.SymbolsCollector
@@ -192,7 +193,7 @@ def test_symbol_table_edge_cases():
     from gt4py.next.iterator.ir_utils import ir_makers as im
     from gt4py.next.type_system import type_specifications as ts
 
-    from icoforge.backend import gt4py_symbols as sym
+    from icoforge.backend.frontend import gt4py_symbols as sym
 
     collector = SymbolTableTrait.SymbolsCollector
     dup = itir.Lambda(params=[im.sym("x")], expr=im.call(im.lambda_("y")("y"))(im.ref("x")))
@@ -232,7 +233,7 @@ def test_early_gtir_and_symbol_tables_as_gt4pys_on_every_program(tiny_grid):
     compile job binds them): the early passes inside `patched()` give GT4Py's own GTIR (`==` and
     `str`) and, on every scope node of it, the symbol table (`annex.symtable`) GT4Py's own run
     gives (names in order, bound to the nodes at the same pre-order positions)."""
-    from icoforge.backend import gt4py_early
+    from icoforge.backend.frontend import gt4py_early
     from icoforge.perf.static import compilable_program_static
     from icoforge.suite.catalogue import all_programs
     from icoforge.suite.inputs import make_scalars

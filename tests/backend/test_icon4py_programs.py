@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from icoforge.backend.gpu import gpu_artifact
-from icoforge.backend.gpu_check import find_nvcc, nvcc_check
-from icoforge.backend.precompile import program_ir
-from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+from icoforge.backend.runtime.gpu import gpu_artifact
+from icoforge.backend.runtime.gpu_check import find_nvcc, nvcc_check
+from icoforge.backend.runtime.precompile import program_ir
+from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule
 from icoforge.grids import load_grid
 from icoforge.suite.catalogue import get_program
 from icoforge.suite.verify import verify

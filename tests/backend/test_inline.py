@@ -1,4 +1,4 @@
-"""Compute-inline of temporaries (icoforge.backend.inline, the schedule knob `inline`): which
+"""Compute-inline of temporaries (icoforge.backend.passes.inline, the schedule knob `inline`): which
 temporaries are inlined and which must stay, what the readers then compute, the byte decision,
 the aliasing pairs it records; and inlined programs bit-identical to the same programs with
 inlining off (icoforge-cpu, and the CUDA code by CPU emulation)."""
@@ -9,8 +9,10 @@ import dataclasses
 
 import pytest
 
-from icoforge.backend import inline, ir, pipeline, recompute
-from icoforge.backend.schedule import ProgramSchedule, ScheduleError
+from icoforge.backend.passes import inline
+from icoforge.backend.ir import ir, recompute
+from icoforge.backend.schedule import pipeline
+from icoforge.backend.schedule.schedule import ProgramSchedule, ScheduleError
 from icoforge.errors import UnknownNameError
 
 KINDS = (("Cell", "horizontal"), ("K", "vertical"))
@@ -280,8 +282,8 @@ def test_inlined_programs_are_bit_identical_to_inlining_off(name, tiny_grid):
 
 def test_inlined_cuda_code_is_bit_identical_to_the_cpu_target_without_inlining(tiny_grid):
     from icoforge.backend import make_backend
-    from icoforge.backend.emulate import make_emulated_backend
-    from icoforge.backend.schedule import VENDOR_DEFAULTS
+    from icoforge.backend.runtime.emulate import make_emulated_backend
+    from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS
     from icoforge.suite.catalogue import get_program
     from icoforge.suite.verify import verify
 

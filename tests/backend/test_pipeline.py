@@ -1,22 +1,24 @@
-"""backend/pipeline.py: the passes in one order, the schedule consumed once, the printers fed the
+"""backend/schedule/pipeline.py: the passes in one order, the schedule consumed once, the printers fed the
 final IR (kernels and host plan alike), and `icoforge explain --stage pipeline` showing each pass."""
 
 from __future__ import annotations
 
 import pytest
 
-from icoforge.backend import hoist, ir, pipeline
+from icoforge.backend.passes import hoist
+from icoforge.backend.ir import ir
+from icoforge.backend.schedule import pipeline
 from icoforge.backend.codegen.cuda import WIDE_SUFFIX
-from icoforge.backend.gpu import gpu_artifact
-from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+from icoforge.backend.runtime.gpu import gpu_artifact
+from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule
 
 PROGRAM = "compute_contravariant_correction_of_w"  # C2E with level shifts: loads to hoist
 
 
 @pytest.fixture(scope="module")
 def lowered(tiny_grid):
-    from icoforge.backend import workflow
-    from icoforge.backend.precompile import compilable_program
+    from icoforge.backend.runtime import workflow
+    from icoforge.backend.runtime.precompile import compilable_program
     from icoforge.suite.catalogue import get_program
 
     inp = compilable_program(get_program(PROGRAM).program, tiny_grid.connectivities)

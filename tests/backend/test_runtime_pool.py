@@ -9,7 +9,7 @@ import numpy as np
 
 from tests.fake_cuda import FakeCuda
 
-from icoforge.backend.emulate import EmulatedRuntime
+from icoforge.backend.runtime.emulate import EmulatedRuntime
 
 
 def test_table_view_is_made_once_per_table_array():
@@ -187,7 +187,7 @@ def test_launch_observers_run_around_every_launch_replays_included():
 def test_bind_program_runs_the_host_plan_on_any_runtime():
     """`gpu.bind_program`: the one way a GPU artifact becomes a callable once its kernels are
     loaded (CuPy functions on a GPU; here a stand-in kernel on the emulation's runtime)."""
-    from icoforge.backend.gpu import GPUArtifact, bind_program
+    from icoforge.backend.runtime.gpu import GPUArtifact, bind_program
 
     plan = "def launch(args, offset_provider, kernels, rt):\n    rt.launch(kernels['k'], (1, 1, 1), (1, 1, 1), args)\n"
     art = GPUArtifact("p", "cuda", "", plan, ("k",), (), tuple_params=((1, 2),))
@@ -278,7 +278,7 @@ def test_host_graphs_are_off_by_default_and_never_on_the_emulation(monkeypatch):
 
 
 def test_a_capture_query_cuda_refuses_counts_as_capturing():
-    from icoforge.backend.graphs import capturing as _capturing
+    from icoforge.backend.runtime.graphs import capturing as _capturing
 
     class Refusing:
         def is_capturing(self):
@@ -288,7 +288,7 @@ def test_a_capture_query_cuda_refuses_counts_as_capturing():
 
 
 def test_branch_groups_put_only_consecutive_independent_kernels_side_by_side():
-    from icoforge.backend.graphs import branch_groups
+    from icoforge.backend.runtime.graphs import branch_groups
 
     f = {
         "a": (frozenset({"x"}), frozenset({"t1"})),
@@ -304,7 +304,7 @@ def test_branch_groups_put_only_consecutive_independent_kernels_side_by_side():
 
 
 def test_overlapping_spans_share_memory():
-    from icoforge.backend.graphs import overlapping
+    from icoforge.backend.runtime.graphs import overlapping
 
     assert not overlapping([(0, 8), (8, 16), (16, 16)])
     assert overlapping([(16, 32), (0, 8), (24, 40)])

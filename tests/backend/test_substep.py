@@ -1,4 +1,4 @@
-"""Work across programs (icoforge.backend.compose, icoforge.backend.substep): program calls in a
+"""Work across programs (icoforge.backend.runtime.compose, icoforge.backend.runtime.substep): program calls in a
 `SubstepFusion` block recorded, composed into one program, fused across program boundaries, and
 run; on R2B3 through the CUDA code run by CPU emulation, against the calls run one by one."""
 
@@ -13,8 +13,9 @@ from gt4py.next import sqrt
 from icon4py.model.common import dimension as dims
 from icon4py.model.common.dimension import C2E
 
-from icoforge.backend import compose, ir
-from icoforge.backend.substep import SubstepFusion
+from icoforge.backend.runtime import compose
+from icoforge.backend.ir import ir
+from icoforge.backend.runtime.substep import SubstepFusion
 from icoforge.errors import IcoforgeError
 
 CellDim, EdgeDim, KDim, C2EDim = dims.CellDim, dims.EdgeDim, dims.KDim, dims.C2EDim
@@ -54,7 +55,7 @@ def edge_sum(e: gtx.Field[[EdgeDim, KDim], f64], out: gtx.Field[[CellDim, KDim],
 
 @pytest.fixture(scope="module")
 def emulated():
-    from icoforge.backend.emulate import make_emulated_backend
+    from icoforge.backend.runtime.emulate import make_emulated_backend
 
     return make_emulated_backend("cuda")
 
@@ -111,7 +112,7 @@ def test_a_known_block_skips_reading_its_views_and_new_buffers_do_not(tiny_grid,
     """The views of a block's arguments are read once per block identity (the same field objects,
     offset providers and integer scalars); a float scalar is a parameter, so a new value keeps the
     identity and its result follows the value; new field objects are another identity."""
-    from icoforge.backend import substep
+    from icoforge.backend.runtime import substep
 
     reads = []
     site = substep._site

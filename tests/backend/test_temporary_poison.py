@@ -14,11 +14,11 @@ import numpy as np
 from icon4py.model.common import dimension as dims
 from icon4py.model.common.dimension import C2E2CO, C2E2CODim
 
-from icoforge.backend import ir
-from icoforge.backend.build import build_cpu_module
+from icoforge.backend.ir import ir
+from icoforge.backend.runtime.build import build_cpu_module
 from icoforge.backend.codegen.cpp import render_program_cpp
-from icoforge.backend.precompile import program_ir
-from icoforge.backend.workflow import CPUArtifact, module_name_for
+from icoforge.backend.runtime.precompile import program_ir
+from icoforge.backend.runtime.workflow import CPUArtifact, module_name_for
 
 CK = gtx.Field[gtx.Dims[dims.CellDim, dims.KDim], gtx.float64]
 

@@ -16,9 +16,9 @@ from icon4py.model.common import dimension as dims
 from icon4py.model.common.dimension import C2E2CO, C2E2CODim
 
 from icoforge import settings
-from icoforge.backend import gpu
-from icoforge.backend.emulate import make_emulated_backend
-from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule
+from icoforge.backend.runtime import gpu
+from icoforge.backend.runtime.emulate import make_emulated_backend
+from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule
 from icoforge.errors import IcoforgeError
 
 CK = gtx.Field[gtx.Dims[dims.CellDim, dims.KDim], gtx.float64]

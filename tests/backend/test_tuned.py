@@ -1,4 +1,4 @@
-"""The package's database of tuned schedules (icoforge.backend.tuned): an entry applies to a kernel
+"""The package's database of tuned schedules (icoforge.backend.schedule.tuned): an entry applies to a kernel
 only on its device, for the code it was tuned on, at grid sizes of its class, and never over a
 schedule the user gave; the shipped database is well-formed, and (slow) its fingerprints match
 the code the programs lower to today on the grid they were tuned on."""
@@ -10,8 +10,10 @@ import json
 
 import pytest
 
-from icoforge.backend import gpu, ir, pipeline, tuned
-from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule, ScheduleError
+from icoforge.backend.runtime import gpu
+from icoforge.backend.ir import ir
+from icoforge.backend.schedule import pipeline, tuned
+from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule, ScheduleError
 from icoforge.tune import database
 
 DOM = ir.Domain("Cell", ir.Const(0, "int32"), ir.Const(8, "int32"), ir.Const(0, "int32"), ir.Const(4, "int32"))

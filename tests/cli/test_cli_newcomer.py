@@ -48,7 +48,7 @@ def test_an_unknown_program_says_where_the_names_are_and_which_contain_it(capsys
 
 
 def test_an_unknown_schedule_parameter_lists_the_parameters(capsys):
-    from icoforge.backend.schedule import field_names
+    from icoforge.backend.schedule.schedule import field_names
 
     err = _error(["schedule", "check", "compute_airmass", "--set", "blok=256,1"], capsys)
     assert "block" in err and all(name in err for name in field_names())
@@ -130,7 +130,7 @@ def test_construction_reports_each_submission_and_each_finished_job(monkeypatch)
 
     from gt4py.next.otf import runners
 
-    from icoforge.backend import compile_pool
+    from icoforge.backend.runtime import compile_pool
 
     pending: list[cf.Future] = []
 

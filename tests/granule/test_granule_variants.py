@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from icoforge.backend import tuned
+from icoforge.backend.schedule import tuned
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "dev" / "granule_variants.py"

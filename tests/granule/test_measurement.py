@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from icoforge.backend.gpu import Runtime
+from icoforge.backend.runtime.gpu import Runtime
 from icoforge.cli import pymode
 from icoforge.granule import instrument, latest
 from icoforge.granule.report import idle_table, markdown_report, program_table, python_mode, sections

@@ -12,7 +12,7 @@ import pytest
 from gt4py.next import common
 from icon4py.model.common import dimension as dims
 
-from icoforge.backend import ir
+from icoforge.backend.ir import ir
 from icoforge.perf.floors import (
     FloorCall, Touch, buffer_frame, call_floors, call_touches, floor_bytes, interface_buffers, is_temporary, step_floors,
 )  # fmt: skip

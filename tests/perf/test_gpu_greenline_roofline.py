@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from icoforge.backend.gpu import cupy_vendor
+from icoforge.backend.runtime.gpu import cupy_vendor
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(cupy_vendor() is None, reason="needs CuPy and a CUDA/ROCm GPU")]
 

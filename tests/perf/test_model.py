@@ -10,8 +10,8 @@ from gt4py.next import neighbor_sum
 from icon4py.model.common import dimension as dims
 from icon4py.model.common.dimension import C2E
 
-from icoforge.backend import ir
-from icoforge.backend.precompile import program_ir
+from icoforge.backend.ir import ir
+from icoforge.backend.runtime.precompile import program_ir
 from icoforge.backend.codegen.host import HostEvalError, domain_ranges, evaluate
 from icoforge.perf.model import CallSizes, cost_of_call, expr_flops, program_cost
 from icoforge.suite import get_program

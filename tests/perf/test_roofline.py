@@ -118,8 +118,8 @@ class _FakeCuda:
 
 
 def _fake_runtime():
-    """icoforge.backend.gpu.Runtime over a fake CuPy (events only); launches call the kernel."""
-    from icoforge.backend.gpu import Runtime
+    """icoforge.backend.runtime.gpu.Runtime over a fake CuPy (events only); launches call the kernel."""
+    from icoforge.backend.runtime.gpu import Runtime
 
     class FakeRuntime(Runtime):
         def _launch(self, kernel, grid, block, args):
@@ -174,7 +174,7 @@ def test_single_kernel_callables_run_each_kernel_alone(tiny_grid):
     """The one single-kernel C++ path of the CPU timers (`timing.cpu_kernel_callables`, the
     greenline's per-kernel timing): one module per kernel, built in threads; each callable runs
     its kernel alone, with the whole program's arguments."""
-    from icoforge.backend.precompile import program_ir
+    from icoforge.backend.runtime.precompile import program_ir
 
     g, nk = tiny_grid, 10
     pir = program_ir(two_kernels, g.connectivities)

@@ -21,7 +21,7 @@ REPRESENTATIVES = {
 @pytest.fixture(scope="session")
 def representative_irs(tiny_grid):
     """name -> ProgramIR (GT4Py's passes: ~1 minute on 2 cores for all, once per session)."""
-    from icoforge.backend.precompile import program_ir
+    from icoforge.backend.runtime.precompile import program_ir
     from icoforge.suite.catalogue import get_program
 
     return {name: program_ir(get_program(name).program, tiny_grid.connectivities) for name in REPRESENTATIVES}
@@ -50,6 +50,6 @@ def gpu_test_irs(tiny_grid):
 def kind_irs(tiny_grid):
     from kind_programs import KIND_PROGRAMS
 
-    from icoforge.backend.precompile import program_ir
+    from icoforge.backend.runtime.precompile import program_ir
 
     return {name: program_ir(p, tiny_grid.connectivities) for name, p in KIND_PROGRAMS.items()}

@@ -1,7 +1,7 @@
 """AMD schedules (issue 50 item 4): the HIP vendor default (256x1), the chiplet (XCD) remap for 6
 (MI300A) and 8 (MI300X) chiplets, wave64 block shapes and VGPR caps.
 
-* On the CPU (CI): the HIP module of each schedule, run by the emulator (icoforge.backend.emulate),
+* On the CPU (CI): the HIP module of each schedule, run by the emulator (icoforge.backend.runtime.emulate),
   equals the HIP vendor default's bit for bit (rtol 0, atol 0, outputs poisoned, whole arrays);
   the HIP default itself is checked against icoforge-cpu in tests/backend/test_gpu_emulation.py.
 * With clang (gfx942): the cap reaches the compiler: a kernel under `max_registers` R
@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from conftest import REPRESENTATIVES
 
-from icoforge.backend.amd_check import amd_check, find_amd_clang
-from icoforge.backend.emulate import load_emulated
-from icoforge.backend.gpu import cupy_vendor, gpu_artifact
-from icoforge.backend.occupancy import amd_vgpr_waves
-from icoforge.backend.precompile import program_ir
-from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule
+from icoforge.backend.runtime.amd_check import amd_check, find_amd_clang
+from icoforge.backend.runtime.emulate import load_emulated
+from icoforge.backend.runtime.gpu import cupy_vendor, gpu_artifact
+from icoforge.backend.schedule.occupancy import amd_vgpr_waves
+from icoforge.backend.runtime.precompile import program_ir
+from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule
 from icoforge.suite.catalogue import get_program
 from icoforge.suite.runner import CustomBackend
 from icoforge.suite.verify import verify
@@ -105,7 +105,7 @@ def test_a_vgpr_cap_bounds_the_gfx942_registers(cap, representative_irs):
 @pytest.mark.parametrize("schedule", list(AMD_SCHEDULES))
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_amd_schedules_on_an_nvidia_gpu(name, schedule, tiny_grid):
-    from icoforge.backend.hip_on_cuda import make_hip_on_cuda_backend
+    from icoforge.backend.runtime.hip_on_cuda import make_hip_on_cuda_backend
 
     backend = make_hip_on_cuda_backend(ProgramSchedule(AMD_SCHEDULES[schedule]))
     reference = make_hip_on_cuda_backend(ProgramSchedule(VENDOR_DEFAULTS["hip"]))

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from icoforge.backend.codegen.cuda import PRELUDE, WIDE_SUFFIX
-from icoforge.backend.gpu import gpu_artifact
-from icoforge.backend.gpu_check import find_hipcc, find_nvcc, hipcc_check, nvcc_check
-from icoforge.backend.schedule import (
+from icoforge.backend.runtime.gpu import gpu_artifact
+from icoforge.backend.runtime.gpu_check import find_hipcc, find_nvcc, hipcc_check, nvcc_check
+from icoforge.backend.schedule.schedule import (
     VGPRS_PER_LANE_AMD, ProgramSchedule, Schedule, ScheduleError, amd_waves_per_eu, own_row_tables, resolve,
 )  # fmt: skip
 
@@ -136,7 +136,7 @@ def test_nvcc_inlines_every_copy_of_the_unrolled_level_loop(all_irs, tmp_path, p
     times per step, then a remainder loop), not a hint nvcc may ignore: the PTX has no calls
     left and at least k_unroll + 1 copies of the level's stores. (nvcc unrolls small plain
     loops by itself too, so the plain loop is no baseline to compare with.)"""
-    from icoforge.backend import ir
+    from icoforge.backend.ir import ir
 
     k = all_irs[program].kernels()[0]
     per_level = sum(isinstance(s, ir.Store) for s in ir.walk_stmts(k.body))

@@ -23,10 +23,10 @@ from conftest import GPU_TEST_SEED, REPRESENTATIVES
 from kind_programs import KIND_PROGRAMS, CellDim, EdgeDim, KDim, C2EDim
 
 from icoforge.backend.codegen.cuda import PRELUDE
-from icoforge.backend.fuse import fuse_kernels
-from icoforge.backend.gpu import cupy_vendor, gpu_artifact, make_gpu_backend
-from icoforge.backend.gpu_check import find_nvcc, nvcc_check
-from icoforge.backend.schedule import ProgramSchedule, Schedule, resolve
+from icoforge.backend.passes.fuse import fuse_kernels
+from icoforge.backend.runtime.gpu import cupy_vendor, gpu_artifact, make_gpu_backend
+from icoforge.backend.runtime.gpu_check import find_nvcc, nvcc_check
+from icoforge.backend.schedule.schedule import ProgramSchedule, Schedule, resolve
 from icoforge.suite.catalogue import get_program
 from icoforge.suite.verify import verify
 

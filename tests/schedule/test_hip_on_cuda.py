@@ -1,4 +1,4 @@
-"""HIP on CUDA (icoforge.backend.hip_on_cuda): the generated HIP module, unchanged but for the
+"""HIP on CUDA (icoforge.backend.runtime.hip_on_cuda): the generated HIP module, unchanged but for the
 header in front, compiles with nvcc for sm_90 (here, no GPU needed) -- vendor default and an
 MI300-style schedule with every HIP-only piece (launch bounds, waves per EU, chiplet remap,
 shared-memory staging) -- and on a GPU gives the CPU target's results.
@@ -14,10 +14,10 @@ import re
 import pytest
 from conftest import REPRESENTATIVES
 
-from icoforge.backend.gpu import cupy_vendor, gpu_artifact
-from icoforge.backend.gpu_check import find_nvcc, nvcc_check
-from icoforge.backend.hip_on_cuda import header, hip_source_on_cuda, make_hip_on_cuda_backend, on_cuda
-from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule
+from icoforge.backend.runtime.gpu import cupy_vendor, gpu_artifact
+from icoforge.backend.runtime.gpu_check import find_nvcc, nvcc_check
+from icoforge.backend.runtime.hip_on_cuda import header, hip_source_on_cuda, make_hip_on_cuda_backend, on_cuda
+from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule
 from icoforge.suite.catalogue import get_program
 from icoforge.suite.verify import verify
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from icoforge import settings
-from icoforge.backend.gpu_check import find_nvcc
-from icoforge.backend.schedule import VENDOR_FUSE
+from icoforge.backend.runtime.gpu_check import find_nvcc
+from icoforge.backend.schedule.schedule import VENDOR_FUSE
 from icoforge.cli.main import main
 
 GRID = ["--grid", "R2B3", "--levels", "10"]
@@ -28,7 +28,7 @@ def _damping_kernels(grid) -> tuple[str, str]:
     """apply_divergence_damping_and_update_vn's kernels by what they do (GT4Py's full list gives
     10 under host conditionals, the early path 2): the fourth-order damping's E2C2EO sum, and the
     kernel storing the E2C difference it reads."""
-    from icoforge.backend.precompile import program_ir
+    from icoforge.backend.runtime.precompile import program_ir
     from icoforge.suite.catalogue import get_program
 
     kernels = program_ir(get_program("apply_divergence_damping_and_update_vn").program, grid.connectivities).kernels()

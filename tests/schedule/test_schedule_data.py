@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from icoforge.backend.codegen.cuda import PRELUDE
-from icoforge.backend.schedule import (
+from icoforge.backend.schedule.schedule import (
     VENDOR_DEFAULTS,
     ProgramSchedule,
     Schedule,

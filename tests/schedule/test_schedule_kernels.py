@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from icoforge.backend.gpu import gpu_artifact
-from icoforge.backend.schedule import ProgramSchedule, Schedule, ScheduleError, check_kernel, resolve
+from icoforge.backend.runtime.gpu import gpu_artifact
+from icoforge.backend.schedule.schedule import ProgramSchedule, Schedule, ScheduleError, check_kernel, resolve
 
 
 def kernel(program, n=0):
@@ -196,7 +196,7 @@ class FakeRuntime:
 
     @staticmethod
     def ranges(field, ndim):
-        from icoforge.backend.gpu import Runtime
+        from icoforge.backend.runtime.gpu import Runtime
 
         return Runtime.ranges(field, ndim)
 

@@ -69,7 +69,7 @@ def test_icoforge_cuda_by_name_carries_the_tuned_schedules_unless_a_schedule_is_
     # the granule and `icoforge run` make their backend by name: without --schedule it must be
     # the backend's own default, the one that carries this device's tuned schedules
     from icoforge import settings
-    from icoforge.backend import gpu
+    from icoforge.backend.runtime import gpu
     from icoforge.suite.backends import BACKEND_FACTORIES
 
     monkeypatch.setattr(gpu, "device_name", lambda: "NVIDIA H200")

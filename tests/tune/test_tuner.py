@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from icoforge.backend.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule
+from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule
 from icoforge.cli.main import main
 from icoforge.errors import IcoforgeError
 from icoforge.perf.timing import Stats
@@ -151,8 +151,8 @@ def test_emulated_search_verifies_times_and_combines(tiny_grid):
     assert result.tuned_whole_s > 0 and result.default_whole_s > 0
 
     # independent check: the tuned schedule, built and run again, gives the CPU target's outputs
-    from icoforge.backend.emulate import load_emulated
-    from icoforge.backend.gpu import gpu_artifact
+    from icoforge.backend.runtime.emulate import load_emulated
+    from icoforge.backend.runtime.gpu import gpu_artifact
     from icoforge.perf.timing import positional
     from icoforge.suite import get_backend, prepare
 
@@ -338,7 +338,7 @@ def test_tune_refuses_a_backend_without_schedules():
 
 @pytest.mark.gpu
 def test_tune_on_the_gpu_verifies_every_candidate(tiny_grid):
-    from icoforge.backend.gpu import cupy_vendor
+    from icoforge.backend.runtime.gpu import cupy_vendor
 
     vendor = cupy_vendor()
     if vendor is None:
@@ -368,7 +368,7 @@ def test_a_static_value_replaces_the_suites_and_reaches_the_compiled_code(tiny_g
 def test_a_float_static_value_is_compiled_in_as_the_granule_does(tiny_grid):
     # icon4py's SolveNonhydro binds some float scalars at compile time too (interpolation/buoyancy's
     # rho-theta weights): --static-value makes a named scalar static, so its variant can be tuned
-    from icoforge.backend import tuned
+    from icoforge.backend.schedule import tuned
     from icoforge.perf.static import suite_program_ir
     from icoforge.suite import make_inputs
     from icoforge.suite.runner import static_overrides, static_param_names

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from icoforge.backend import ir
-from icoforge.backend.dtypes import DTYPES
+from icoforge.backend.ir import ir
+from icoforge.backend.ir.dtypes import DTYPES
 
 C_TYPES = {name: d.c for name, d in DTYPES.items()}
 

@@ -10,10 +10,10 @@ Layout of the generated file:
 
 from __future__ import annotations
 
-from icoforge.backend import ir
-from icoforge.backend.access import bounds_requirements
+from icoforge.backend.ir import ir
+from icoforge.backend.schedule.access import bounds_requirements
 from icoforge.backend.codegen.common import ExprRenderer, cname, ctype, render_stmts
-from icoforge.backend.dtypes import ITEMSIZE
+from icoforge.backend.ir.dtypes import ITEMSIZE
 
 
 

@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from icoforge.backend import ir
+from icoforge.backend.ir import ir
 from icoforge.backend.codegen.common import ExprRenderer, cname, render_stmts
 from icoforge.backend.codegen.device import DeviceKernel, DeviceModule, DeviceParam
-from icoforge.backend.schedule import KernelLaunch, amd_waves_per_eu
+from icoforge.backend.schedule.schedule import KernelLaunch, amd_waves_per_eu
 
 PRELUDE = r"""// icoforge GPU prelude: the same kernels compile as CUDA (nvcc, NVRTC) and HIP (hipcc, hiprtc).
 #if defined(__HIPCC__) && !defined(__HIPCC_RTC__)

@@ -1,0 +1,189 @@
+"""Which index ranges a kernel touches in each field: the basis of the run-time bounds checks
+(a field of the wrong shape is an error, never an out-of-bounds access); the byte model
+(perf/model.py) classifies indices with `classify` too."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from icoforge.backend.ir import ir
+from icoforge.backend.ir.recompute import narrowed
+
+
+@dataclass(frozen=True)
+class Access:
+    """How one field dimension is indexed in a kernel.
+
+    kind: "h" (the kernel's horizontal index, shifted by nothing), "k" (level + [lo, hi] offsets),
+    "levels" (the levels lo..hi themselves: a store under a level guard, e.g. of a fused kernel),
+    "table" (through neighbour table `table`: any index of the target dimension), "const" (a
+    fixed index `lo`), "local" (a neighbour slot of a sparse field).
+    """
+
+    kind: str
+    lo: int = 0
+    hi: int = 0
+    table: str | None = None
+    own_row: bool = False  # "table": the row is the kernel's own horizontal index (`E2C[i, c]`)
+
+
+def _resolve(e: ir.Expr, defs: dict[str, ir.Expr]) -> ir.Expr:
+    while isinstance(e, ir.Var) and e.name in defs:
+        e = defs[e.name]
+    return e
+
+
+def classify(e: ir.Expr, defs: dict[str, ir.Expr]) -> Access | None:
+    e = _resolve(e, defs)
+    if isinstance(e, ir.HIndex):
+        return Access("h")
+    if isinstance(e, ir.KIndex):
+        return Access("k")
+    if isinstance(e, ir.Table):
+        return Access("table", table=e.table, own_row=isinstance(_resolve(e.row, defs), ir.HIndex))
+    if isinstance(e, ir.Const):
+        return Access("const", int(e.value), int(e.value))
+    if isinstance(e, ir.Binary) and e.op in ("plus", "minus") and isinstance(e.rhs, ir.Const):
+        inner = _resolve(e.lhs, defs)
+        if isinstance(inner, ir.KIndex):
+            c = int(e.rhs.value) * (1 if e.op == "plus" else -1)
+            return Access("k", c, c)
+    return None  # data-dependent index: not checked statically
+
+
+def _unconditional_exprs(kernel: ir.Kernel):
+    """Expressions evaluated for every point: not under an `If` branch or a `Select` arm
+    (GT4Py guards out-of-range neighbours and levels with those, lazily)."""
+
+    def walk(e: ir.Expr):
+        yield e
+        children = (e.cond,) if isinstance(e, ir.Select) else e.children()
+        for c in children:
+            yield from walk(c)
+
+    for s in kernel.all_stmts():
+        if isinstance(s, (ir.Let, ir.Store)):
+            yield from walk(s.value)
+        elif isinstance(s, ir.If):
+            yield from walk(s.cond)
+    for st in kernel.state:
+        yield from walk(st.init)
+
+
+def store_levels(kernel: ir.Kernel) -> dict[str, tuple[int, int] | None]:
+    """field -> the levels [lo, hi] the kernel's stores of it can run at: its constant level range
+    narrowed by the level guards (`If` on k) around them; None when not known that way."""
+    found: dict[str, tuple[int, int] | None] = {}
+
+    def walk(stmts: tuple[ir.Stmt, ...], levels: tuple[int, int] | None) -> None:
+        for s in stmts:
+            if isinstance(s, ir.If):
+                walk(s.then, None if levels is None else narrowed(*levels, s.cond, True))
+                walk(s.orelse, None if levels is None else narrowed(*levels, s.cond, False))
+            elif isinstance(s, ir.Store):
+                old = found.get(s.field, levels)
+                found[s.field] = None if old is None or levels is None else (min(old[0], levels[0]), max(old[1], levels[1]))
+
+    walk(kernel.body, kernel.domain.constant_levels())
+    return found
+
+
+def store_access(kernel: ir.Kernel, levels: tuple[int, int] | None, vertical: bool) -> Access:
+    """How a store indexes one dimension of a field: "h", "k" or, when `levels` (the field's
+    `store_levels`) are fewer than the kernel's, "levels"."""
+    if not vertical:
+        return Access("h")
+    if levels is None or levels == kernel.domain.constant_levels():
+        return Access("k")
+    return Access("levels", levels[0], levels[1])
+
+
+def kernel_access_lists(
+    kernel: ir.Kernel, program: ir.ProgramIR, unconditional_only: bool = False
+) -> dict[tuple[str, int], list[Access]]:
+    """(field, dimension position) -> every distinct way the kernel indexes it (reads and writes).
+
+    With `unconditional_only`, reads that happen only under a condition are left out: those are
+    what run-time bounds checks may demand, since a guarded read never happens out of range."""
+    defs = {s.var.name: s.value for s in ir.walk_stmts(kernel.all_stmts()) if isinstance(s, ir.Let) and not s.declared}
+    kinds = dict(program.dim_kinds)
+    out: dict[tuple[str, int], list[Access]] = {}
+
+    def add(key, acc: Access | None) -> None:
+        if acc is not None and acc not in out.setdefault(key, []):
+            out[key].append(acc)
+
+    exprs = _unconditional_exprs(kernel) if unconditional_only else kernel.exprs()
+    for e in exprs:
+        if isinstance(e, ir.Load):
+            dims = program.field(e.field).dims
+            for d, idx in enumerate(e.index):
+                add((e.field, d), Access("local") if kinds.get(dims[d]) == "local" else classify(idx, defs))
+    levels = store_levels(kernel)
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.Store):
+            dims = program.field(s.field).dims
+            for d, dim in enumerate(dims):
+                add((s.field, d), store_access(kernel, levels[s.field], kinds.get(dim) == "vertical"))
+    return {k: v for k, v in out.items() if v}
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A field must hold [lo, hi) along dimension `d` before a kernel runs. The bounds are
+    symbolic: "h0"/"h1"/"k0"/"k1" (the kernel's domain, plus `offset` for levels), "size" (the
+    run-time size of the target dimension), "table_lo"/"table_hi" (the indices rows [h0, h1) of
+    `table` hold) or an integer."""
+
+    field: str
+    d: int
+    dim: str
+    lo: str | int
+    hi: str | int
+    lo_offset: int = 0
+    hi_offset: int = 0
+    table: str | None = None  # own-row table to scan ("table_*") or whose target size to use ("size")
+
+    def bound_exprs(self, table_lo: str, table_hi: str, size: str) -> tuple[str, str]:
+        """(lo, hi) as target-language expressions, given how that target names the table's
+        scanned range and the dimension's size."""
+        named = {"table_lo": table_lo, "table_hi": table_hi, "size": size}
+
+        def one(v: str | int, offset: int) -> str:
+            if v in named:
+                return named[v]
+            return f"{v} + ({offset})" if offset else str(v)
+
+        return one(self.lo, self.lo_offset), one(self.hi, self.hi_offset)
+
+
+def bounds_requirements(kernel: ir.Kernel, program: ir.ProgramIR, sized_dims: set[str]) -> list[Requirement]:
+    """What every target's host side checks before launching `kernel`: its table rows and the
+    unconditional accesses of its fields; `sized_dims`: dimensions whose size the host knows at
+    run time. `Requirement.field` names a field or a table."""
+    tables = {t.name: t for t in program.tables}
+    # the kernel's own rows of every table indexed by its horizontal point (checked first: the
+    # table ranges below are scanned from those rows)
+    out = [
+        Requirement(t, 0, tables[t].source_dim, "h0", "h1")
+        for t in kernel.tables_used()
+        if tables[t].source_dim == kernel.domain.hdim
+    ]
+    for (field, d), accesses in kernel_access_lists(kernel, program, unconditional_only=True).items():
+        dim = program.field(field).dims[d]
+        for acc in accesses:
+            if acc.kind == "h":
+                out.append(Requirement(field, d, dim, "h0", "h1"))
+            elif acc.kind == "k":
+                out.append(Requirement(field, d, dim, "k0", "k1", acc.lo, acc.hi))
+            elif acc.kind == "levels":
+                out.append(Requirement(field, d, dim, acc.lo, acc.hi + 1))
+            elif acc.kind == "table" and acc.own_row:
+                # exactly the indices rows [h0, h1) of the table hold: on limited-area grids GT4Py
+                # sizes temporaries to that, not to the whole dimension
+                out.append(Requirement(field, d, dim, "table_lo", "table_hi", table=acc.table))
+            elif acc.kind == "table" and tables[acc.table].target_dim in sized_dims:
+                out.append(Requirement(field, d, dim, 0, "size", table=acc.table))  # through another lookup
+            elif acc.kind == "const":
+                out.append(Requirement(field, d, dim, acc.lo, acc.lo + 1))
+    return out
