@@ -87,10 +87,11 @@ def fingerprint(
     return out
 
 
-def input_description(grid: Any, levels: int, seed: int) -> dict[str, Any]:
+def input_description(grid: Any, levels: int, seed: int, substeps: int, dtime: float) -> dict[str, Any]:
     """What the verification substeps' inputs depend on (besides the code; the factory backend
-    changes the static fields at most by rounding and is left out)."""
-    from icoforge.granule import fields, runner, solver, state
+    changes the static fields at most by rounding and is left out). `substeps` and `dtime` are the
+    runner's, which calls this: passed in, so golden does not import the runner back."""
+    from icoforge.granule import fields, solver, state
 
     return {
         "grid": grid.name,
@@ -103,8 +104,8 @@ def input_description(grid: Any, levels: int, seed: int) -> dict[str, Any]:
             solver.FOURTH_ORDER_DIVDAMP_FACTOR,
             solver.MAX_NUDGING_COEFFICIENT,
             solver.SECOND_ORDER_DIVDAMP_FACTOR,
-            runner.NDYN_SUBSTEPS,
-            runner.dtime_for(grid),
+            substeps,
+            dtime,
         ],
         "sequence": list(verify.VERIFY_SEQUENCE),
         "icon4py": importlib.metadata.version("icon4py-atmosphere-dycore"),

@@ -325,7 +325,7 @@ class Granule:
         """What the verification steps' inputs depend on (recorded fingerprints must match it)."""
         from icoforge.granule import golden
 
-        return golden.input_description(grid, levels, seed)
+        return golden.input_description(grid, levels, seed, NDYN_SUBSTEPS, dtime_for(grid))
 
     def first_calls(self, progress: Progress = _no_progress) -> BackendResult:
         """One call of each substep variant on fresh states (after `build`); the result so far."""

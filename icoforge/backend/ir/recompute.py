@@ -24,6 +24,16 @@ from dataclasses import dataclass
 from icoforge.backend.ir import ir
 
 
+def own_point(e: ir.Expr, dims: tuple[str, ...], kinds: dict[str, str]) -> bool:
+    """`e` loads its field at the kernel's own (i, k): no offset, no neighbour, no local slot."""
+    own = {"horizontal": ir.HIndex, "vertical": ir.KIndex}
+    return (
+        isinstance(e, ir.Load)
+        and len(e.index) == len(dims)
+        and all(kinds.get(d) in own and isinstance(idx, own[kinds[d]]) for idx, d in zip(e.index, dims))
+    )
+
+
 def size(e: ir.Expr, cap: int) -> int:
     """Node count of `e` as a tree, stopping once above `cap` (substituted Lets share subtrees)."""
     n, stack = 0, [e]

@@ -28,6 +28,7 @@ from icoforge.backend.lowering.lower_values import (
     ScalarArg,
     TupleArg,
     IndexArg,
+    LazyArg,
     Iterator,
     TupleV,
     ArgValue,
@@ -262,6 +263,10 @@ class ProgramLowering:
 
     def store_values(self, sl: StencilLowering, targets: list[FieldArg], value: Value, kname: str) -> None:
         self._store(sl, targets, value, kname)
+
+    def deref_lazy(self, sl: StencilLowering, arg: LazyArg, it: Iterator) -> Value:
+        # the stencil evaluator reaches lower_fields through its program: it imports neither
+        return lower_fields.deref_lazy(sl, arg, it)
 
     def lower_scan(self, name, sl: StencilLowering, scan: itir.FunCall, its, targets, domain) -> ir.Kernel:
         return self._lower_scan(name, sl, scan, its, targets, domain)

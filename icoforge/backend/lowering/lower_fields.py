@@ -32,6 +32,7 @@ from gt4py.next.iterator import ir as itir
 from gt4py.next.iterator.ir_utils import common_pattern_matcher as cpm, ir_makers as im
 
 from icoforge.backend.ir import ir
+from icoforge.backend.ir.recompute import own_point
 from icoforge.backend.lowering.lower_values import (
     ArgValue,
     FieldArg,
@@ -376,7 +377,6 @@ def _scans_into_targets(pl: "ProgramLowering", steps: list[ir.Kernel], targets: 
     `as_fieldop` is the statement's expression: the copy and the temporary go. Only where the scan
     reads the target at its own point, before it stores (the back substitution's `w`), or not at
     all, and no kernel between the scan and the copy reads the target."""
-    from icoforge.backend.passes.forward import own_point
 
     temps = {t.name: t for t in pl.new_temporaries}
     names = {t.name for t in targets}
@@ -425,7 +425,6 @@ def _scans_into_targets(pl: "ProgramLowering", steps: list[ir.Kernel], targets: 
 def _reads_before_stores(k: ir.Kernel, field: str, pl: "ProgramLowering") -> bool:
     """Scan `k` reads `field` only at its own point, in the per-level body, and every such read
     comes before its first store to `field` (where its stores go is read first at each level)."""
-    from icoforge.backend.passes.forward import own_point
 
     def loads(stmts) -> list[ir.Load]:
         return [e for e in ir.walk_body_exprs(stmts) if isinstance(e, ir.Load) and e.field == field]
@@ -445,7 +444,6 @@ def _read_before_written(pl: "ProgramLowering", steps: list[ir.Kernel], targets:
     its own writer elsewhere than at the point written, is written into a temporary instead and
     copied into the target after the statement's last kernel; a writer that reads it only at its
     own point computes all its values before it stores any."""
-    from icoforge.backend.passes.forward import own_point
     from icoforge.backend.lowering.lower_stencil import StencilLowering
 
     written = {t.name for t in targets}
@@ -490,7 +488,6 @@ def _old_values_first(pl: "ProgramLowering", steps: list[ir.Kernel], written: se
     at its own point and neither reads nor writes what the kernels it moves over write (or read,
     for its writes). The recomputed value is `P`'s operations in `P`'s order (recompute.py)."""
     from icoforge.backend.ir import recompute
-    from icoforge.backend.passes.forward import own_point
 
     temps = {t.name: t for t in pl.new_temporaries}
     steps = list(steps)

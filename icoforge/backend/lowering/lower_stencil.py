@@ -11,7 +11,6 @@ from gt4py.next import common
 from gt4py.next.iterator import ir as itir
 
 from icoforge.backend.ir import ir
-from icoforge.backend.lowering import lower_fields
 from icoforge.backend.ir.dtypes import DTYPES
 from icoforge.backend.lowering.lower_values import (
     ScalarArg,
@@ -278,7 +277,7 @@ class StencilLowering:
         if isinstance(arg, HostArg):
             return self.host_param(arg.expr)
         if isinstance(arg, LazyArg):
-            return lower_fields.deref_lazy(self, arg, it)
+            return self.program.deref_lazy(self, arg, it)
         if isinstance(arg, TupleArg):
             return TupleV(tuple(self._deref_arg(a, it) for a in arg.items))
         pos = dict(it.pos)

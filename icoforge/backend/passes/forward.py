@@ -27,16 +27,7 @@ from __future__ import annotations
 import dataclasses
 
 from icoforge.backend.ir import ir
-
-
-def own_point(e: ir.Expr, dims: tuple[str, ...], kinds: dict[str, str]) -> bool:
-    """`e` loads its field at the kernel's own (i, k): no offset, no neighbour, no local slot."""
-    own = {"horizontal": ir.HIndex, "vertical": ir.KIndex}
-    return (
-        isinstance(e, ir.Load)
-        and len(e.index) == len(dims)
-        and all(kinds.get(d) in own and isinstance(idx, own[kinds[d]]) for idx, d in zip(e.index, dims))
-    )
+from icoforge.backend.ir.recompute import own_point
 
 
 def _rename_loads(k: ir.Kernel, old: str, new: str) -> ir.Kernel:

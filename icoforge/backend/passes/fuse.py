@@ -50,7 +50,7 @@ import re
 from collections.abc import Callable
 
 from icoforge.backend.ir import ir, recompute
-from icoforge.backend.passes.forward import own_point
+from icoforge.backend.ir.recompute import own_point
 
 _MEMBER = re.compile(r"^(.*)_k(\d+)$")
 _FUSED = re.compile(r"^(.*)_k(\d+)(?:to\d+)?$")

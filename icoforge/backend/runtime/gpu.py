@@ -26,7 +26,7 @@ from icoforge import settings
 from icoforge.backend.runtime import graphs as graphs_mod
 from icoforge.backend.ir import ir
 from icoforge.backend.schedule import pipeline, tuned
-from icoforge.backend.runtime import substep
+from icoforge.backend.runtime import deferral
 from icoforge.backend.codegen.cuda import device_module, render_module_gpu
 from icoforge.backend.codegen.device import DeviceModule
 from icoforge.backend.codegen.host import render_host_plan
@@ -391,7 +391,7 @@ def bind_program(art: GPUArtifact, kernels: dict[str, Any], rt: Runtime) -> stag
         if out is not None:
             args = (*args, out)
         args = flat_call_args(args, art.tuple_params, art.program_name)
-        block = substep.active()
+        block = deferral.active()
         if block is None:
             rt.run(launch, args, offset_provider, kernels)
         else:  # inside a SubstepFusion block: recorded, run when the block ends

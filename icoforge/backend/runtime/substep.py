@@ -32,7 +32,6 @@ calls run one by one from the same inputs (every buffer saved and restored); a d
 from __future__ import annotations
 
 import collections
-import contextvars
 import dataclasses
 import hashlib
 from collections.abc import Callable
@@ -40,19 +39,14 @@ from typing import Any
 
 import numpy as np
 
-from icoforge.backend.runtime import compose
 from icoforge.backend.ir import ir
+from icoforge.backend.runtime import compose, deferral
+from icoforge.backend.runtime.emulate import EmulatedRuntime, load_emulated
+from icoforge.backend.runtime.gpu import gpu_artifact
+from icoforge.backend.schedule.schedule import default_program_schedule
 from icoforge.errors import IcoforgeError
 
 _KNOWN_BLOCKS = 32  # block identities remembered (a dycore step has 5 substeps of 2-3 kinds)
-
-_ACTIVE: contextvars.ContextVar[SubstepFusion | None] = contextvars.ContextVar("icoforge_substep", default=None)
-
-
-def active() -> SubstepFusion | None:
-    """The fusion block the current code runs in, if any (read by every program call)."""
-    return _ACTIVE.get()
-
 
 @dataclasses.dataclass
 class _Call:
@@ -186,11 +180,11 @@ class SubstepFusion:
         if self._token is not None:
             raise IcoforgeError("SubstepFusion: blocks of one fusion object do not nest")
         self._calls = []
-        self._token = _ACTIVE.set(self)
+        self._token = deferral.start(self)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        _ACTIVE.reset(self._token)
+        deferral.stop(self._token)
         self._token = None
         calls, self._calls = self._calls, []
         if exc_type is not None:
@@ -275,10 +269,6 @@ class SubstepFusion:
         return [e.last for e in self._entries.values() if e.last is not None]
 
     def _load(self, composition: compose.Composition, first: _Call) -> Any:
-        from icoforge.backend.runtime.emulate import EmulatedRuntime, load_emulated
-        from icoforge.backend.runtime.gpu import gpu_artifact
-        from icoforge.backend.schedule.schedule import default_program_schedule
-
         vendor = first.art.vendor
         base = self.schedule or default_program_schedule(vendor)
         schedule = dataclasses.replace(base, fuse=(*base.fuse, self.name))  # fusion is the point

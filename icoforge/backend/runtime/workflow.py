@@ -27,7 +27,7 @@ from icoforge import settings
 from icoforge.backend.ir import ir
 from icoforge.backend.lowering import lower
 from icoforge.backend.schedule import pipeline
-from icoforge.backend.runtime import substep
+from icoforge.backend.runtime import deferral
 from icoforge.cache import atomic_write_bytes, cache_dir, file_lock
 from icoforge.errors import CallArgumentError, IcoforgeError
 
@@ -217,7 +217,7 @@ class CPUArtifact:
             args = flat_call_args(args, self.tuple_params, self.program_name)
             if kwargs:
                 raise IcoforgeError(f"{self.program_name}: unexpected keyword arguments {sorted(kwargs)}")
-            if (block := substep.active()) is not None:
+            if (block := deferral.active()) is not None:
                 block.flush()  # the C++ target is not deferred: what a substep block recorded runs first
             run(*args, offset_provider)
 
