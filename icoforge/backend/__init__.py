@@ -43,14 +43,14 @@ def make_backend(target: str = "cpu", schedule=None):
 # a `getattr` on this package. The objects are made on first access (module `__getattr__`, PEP 562)
 # and cached: importing this package, or touching `cpu`, creates no CUDA context and compiles nothing
 # (compiling starts when a program first runs). `any_gpu` is `make_backend("gpu")` (whichever GPU
-# CuPy has); it cannot be called `gpu`, since `icoforge.backend.runtime.gpu` is the GPU runtime module.
+# CuPy has); it is not called `gpu`, the name the GPU runtime module had (now `runtime/gpu.py`).
 BACKEND_OBJECTS = {"cpu": "cpu", "cuda": "cuda", "hip": "hip", "any_gpu": "gpu"}
 _made_backends: dict[str, object] = {}
 
 
 def __getattr__(name: str):
     if name not in BACKEND_OBJECTS:
-        # An AttributeError (not UnknownNameError): `from icoforge.backend import workflow` and
+        # An AttributeError (not UnknownNameError): `from icoforge.backend import runtime` and
         # `hasattr` rely on it; the message still lists the backend objects.
         raise AttributeError(
             f"module {__name__!r} has no attribute {name!r}; its backend objects are {', '.join(BACKEND_OBJECTS)}"
