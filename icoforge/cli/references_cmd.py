@@ -11,18 +11,28 @@ from rich.console import Console
 from icoforge.cli import common_args
 
 
+STATIC_ARG = dict(
+    choices=("icon4py", "none"),
+    default="icon4py",
+    help="the variant: icon4py's int/bool scalars compiled static (default, gt4py_references.json) "
+    "or none (gt4py_references_static_none.json, what the emulated GPU tests compile)",
+)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("references", help="stored gtfn_cpu references of the dycore programs: make or check")
     actions = p.add_subparsers(dest="action", required=True)
     m = actions.add_parser("make", help="run gtfn_cpu on every program and store its outputs' digests")
     m.add_argument("programs", nargs="*", help="default: all; others already stored are kept")
     m.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (each builds with gtfn_cpu)")
-    m.add_argument("--out", help="the store (default: icoforge/suite/gt4py_references.json)")
+    m.add_argument("--out", help="the store (default: the variant's, icoforge/suite/gt4py_references*.json)")
+    m.add_argument("--static", **STATIC_ARG)
     m.set_defaults(func=cmd_make)
     c = actions.add_parser("check", help="run a backend on every program and compare with the store")
     c.add_argument("programs", nargs="*", help="default: all stored")
     c.add_argument("--backend", default="icoforge-cpu")
-    c.add_argument("--store", help="the store (default: icoforge/suite/gt4py_references.json)")
+    c.add_argument("--store", help="the store (default: the variant's, icoforge/suite/gt4py_references*.json)")
+    c.add_argument("--static", **STATIC_ARG)
     c.set_defaults(func=cmd_check)
 
 
@@ -46,10 +56,11 @@ def cmd_make(args: argparse.Namespace) -> int:
         console.print(f"{done[0]}/{len(names)} {time.perf_counter() - start:6.0f} s  {name}: {state}")
 
     console.print(
-        f"{references.REFERENCE_BACKEND} on {references.GRID}, {references.LEVELS} levels, seed {references.SEED}: "
+        f"{references.REFERENCE_BACKEND} on {references.GRID}, {references.LEVELS} levels, seed {references.SEED}, "
+        f"static scalars {args.static}: "
         f"{len(names)} programs in {args.jobs} processes"
     )
-    failed = references.generate(names, args.jobs, args.out or references.STORE, on_done)
+    failed = references.generate(names, args.jobs, args.out, on_done, static=args.static)
     console.print(f"{len(names) - len(failed)} of {len(names)} stored in {time.perf_counter() - start:.0f} s")
     return 1 if failed else 0
 
@@ -59,7 +70,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from icoforge.suite import references
     from icoforge.suite.catalogue import get_program
 
-    store = references.load_store(args.store or references.STORE)
+    store = references.load_store(args.store, static=args.static)
     meta = store["meta"]
     names = _names(args.programs) if args.programs else sorted(store["programs"])
     grid = load_grid(meta["grid"]["name"], levels=meta["levels"], show_progress=False)

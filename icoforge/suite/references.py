@@ -4,8 +4,12 @@ CI cannot afford gtfn_cpu's compile of all 78 programs on 2 cores (about 15 minu
 so its results on fixed inputs are recorded once (`make references`) and every CI run compares
 icoforge against the record (`make test-references`).
 
-Inputs: `make_inputs(info, grid, seed)` with the pure outputs poisoned (verify.py's protocol),
-static scalars as icon4py binds them. Per program the store keeps a hash of every input (values
+Inputs: `make_inputs(info, grid, seed)` with the pure outputs poisoned (verify.py's protocol).
+Two stores, one per static variant (runner.static_param_names), each recorded by its own gtfn_cpu
+compile: `gt4py_references.json` with icon4py's int/bool scalars compiled static (as icon4py's
+setup_program binds them; what the CPU tests and the fused/GPU tests compile), and
+`gt4py_references_static_none.json` with every scalar a run-time argument (what the emulated
+CUDA/HIP tests compile: tests/backend/test_gpu_emulation.py). The scalar values are the same. Per program the store keeps a hash of every input (values
 and scalars): when today's inputs differ from the reference's (a changed ranges table, another
 numpy), the check says "inputs changed, regenerate" instead of reporting wrong numbers.
 
@@ -45,6 +49,8 @@ from icoforge.suite.runner import BackendLike, resolve_backend
 from icoforge.suite.verify import ATOL_SCALE, is_poisoned, poisoned_inputs, run_once, same_bits
 
 STORE = pathlib.Path(__file__).with_name("gt4py_references.json")
+# the store of each static variant (runner.static_param_names); the file's meta names its variant
+STORES = {"icon4py": STORE, "none": STORE.with_name("gt4py_references_static_none.json")}
 # R2B3 (5,120 cells) at 10 levels: what the other CI tests compile on (tests' `tiny_grid`), so the
 # GT4Py-passes cache is shared; the level indices of ranges.py all fit in 10 levels.
 GRID, LEVELS, SEED = "R2B3", 10, 0
@@ -159,10 +165,13 @@ def compare_output(program: str, output: str, test: np.ndarray, ref: dict[str, A
 # --- one program -------------------------------------------------------------------------------
 
 
-def record_program(info: ProgramInfo, grid: Any, seed: int = SEED, backend: BackendLike = REFERENCE_BACKEND) -> dict:
-    """Run `info.program` on the reference backend and return its store entry."""
+def record_program(
+    info: ProgramInfo, grid: Any, seed: int = SEED, backend: BackendLike = REFERENCE_BACKEND, static: str = STATIC
+) -> dict:
+    """Run `info.program` on the reference backend (scalars compiled static as `static` says)
+    and return its store entry."""
     host_args = poisoned_inputs(info, grid, seed)
-    fields = run_once(info, backend, grid, host_args, STATIC)
+    fields = run_once(info, backend, grid, host_args, static)
     return {
         "inputs": input_hash(host_args),
         "outputs": {name: digest_output(info.name, name, fields[name], seed) for name in info.outputs},
@@ -174,6 +183,7 @@ class ReferenceCheck:
     program: str
     backend: str
     problems: tuple[str, ...]
+    static: str = STATIC  # the variant compared (the store's)
 
     @property
     def passed(self) -> bool:
@@ -182,6 +192,8 @@ class ReferenceCheck:
     def summary(self) -> str:
         verdict = "PASS" if self.passed else "FAIL"
         head = f"{verdict}: {self.program} on {self.backend} vs stored {REFERENCE_BACKEND} reference"
+        if self.static != STATIC:
+            head += f" (static scalars: {self.static})"
         return "\n".join([head, *(f"  {p}" for p in self.problems)])
 
 
@@ -206,19 +218,22 @@ def compare_program(
 def check_program(
     info: ProgramInfo, backend: BackendLike, grid: Any, store: dict | None = None, *, run: Callable | None = None
 ) -> ReferenceCheck:
-    """Run `info.program` on `backend` with the reference's inputs and compare with the store.
+    """Run `info.program` on `backend` with the reference's inputs, its scalars compiled static
+    as the store's variant says (meta "static"), and compare with the store.
 
     `run(info, backend, grid, host_args) -> fields` replaces the real run (tests inject faults)."""
     store = store if store is not None else load_store()
     meta = store["meta"]
     _check_grid(grid, meta)
+    static = meta.get("static", STATIC)
     entry = store["programs"].get(info.name)
     name = resolve_backend(backend)[0]
     if entry is None:
-        return ReferenceCheck(info.name, name, ("no stored reference for this program: run `make references`",))
+        hint = f"run `icoforge references make --static {static} {info.name}`"
+        return ReferenceCheck(info.name, name, (f"no stored reference for this program: {hint}",), static)
     host_args = poisoned_inputs(info, grid, meta["seed"])
-    fields = (run or (lambda i, b, g, a: run_once(i, b, g, a, STATIC)))(info, backend, grid, host_args)
-    return ReferenceCheck(info.name, name, tuple(compare_program(info, entry, host_args, fields, meta["seed"])))
+    fields = (run or (lambda i, b, g, a: run_once(i, b, g, a, static)))(info, backend, grid, host_args)
+    return ReferenceCheck(info.name, name, tuple(compare_program(info, entry, host_args, fields, meta["seed"])), static)
 
 
 def _check_grid(grid: Any, meta: dict) -> None:
@@ -244,24 +259,25 @@ def versions() -> dict[str, str]:
     return out
 
 
-def make_meta(grid: Any, seed: int = SEED) -> dict:
+def make_meta(grid: Any, seed: int = SEED, static: str = STATIC) -> dict:
     return {
         "format": FORMAT,
         "reference_backend": REFERENCE_BACKEND,
         "grid": {"name": getattr(grid, "name", "?"), "cells": int(grid.num_cells), "edges": int(grid.num_edges)},
         "levels": int(grid.num_levels),
         "seed": seed,
-        "static": STATIC,
+        "static": static,
         "tolerance": {"sum_rtol": SUM_RTOL, "sample_rtol": SAMPLE_RTOL, "sample_atol_scale": ATOL_SCALE},
         "versions": versions(),
         "made": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "host": f"{platform.node()}, {platform.machine()}",
-        "regenerate": "make references",
+        "regenerate": "make references" if static == STATIC else f"icoforge references make --static {static} [PROGRAM ...]",
     }
 
 
-def load_store(path: pathlib.Path | str = STORE) -> dict:
-    path = pathlib.Path(path)
+def load_store(path: pathlib.Path | str | None = None, *, static: str = STATIC) -> dict:
+    """The store at `path`, by default the one of the static variant `static` (STORES)."""
+    path = pathlib.Path(path if path is not None else STORES[static])
     try:
         store = json.loads(path.read_text())
     except FileNotFoundError:
@@ -292,19 +308,22 @@ def write_store(path: pathlib.Path | str, meta: dict, programs: dict[str, dict])
 def generate(
     names: Iterable[str],
     jobs: int = 1,
-    path: pathlib.Path | str = STORE,
+    path: pathlib.Path | str | None = None,
     on_done: Callable[[str, str | None], None] | None = None,
+    static: str = STATIC,
 ) -> dict[str, str]:
-    """Record `names` (in `jobs` processes) into the store at `path`, keeping the other programs
-    already there if they were made for the same grid, levels and seed. Written after every
-    program, so an interrupted run keeps what it finished. Returns {program: error} of failures."""
+    """Record `names` (in `jobs` processes) into the store at `path` (default: the variant's,
+    STORES[static]), keeping the other programs already there if they were made for the same
+    grid, levels, seed and variant. Written after every program, so an interrupted run keeps what
+    it finished. Returns {program: error} of failures."""
     import functools
 
     from icoforge.grids import load_grid
     from icoforge.parallel import map_isolated
 
+    path = path if path is not None else STORES[static]
     grid = load_grid(GRID, levels=LEVELS, show_progress=False)
-    meta = make_meta(grid)
+    meta = make_meta(grid, static=static)
     programs: dict[str, dict] = {}
     try:
         old = load_store(path)
@@ -314,7 +333,7 @@ def generate(
         pass
     failed = {}
     with _serial_gt4py_builds():
-        for name, outcome in map_isolated(functools.partial(_record_in_worker, GRID, LEVELS), biggest_first(names), jobs):
+        for name, outcome in map_isolated(functools.partial(_record_in_worker, GRID, LEVELS, static), biggest_first(names), jobs):
             if isinstance(outcome, dict):
                 programs[name] = outcome
                 write_store(path, meta, programs)
@@ -333,7 +352,7 @@ def biggest_first(names: Iterable[str]) -> list[str]:
     return sorted(names, key=lambda n: (-len(str(get_program(n).program.gtir)), n))
 
 
-def warm_up(names: Iterable[str], backend: str = "icoforge-cpu", jobs: int = 2) -> dict[str, str]:
+def warm_up(names: Iterable[str], backend: str = "icoforge-cpu", jobs: int = 2, static: str = STATIC) -> dict[str, str]:
     """Compile `names` for `backend` with the store's grid and static scalars in `jobs` processes,
     filling the on-disk caches (GT4Py passes, builds) that a later in-process check then hits:
     the 78 compiles use every core. Returns {program: error} of failures."""
@@ -343,7 +362,7 @@ def warm_up(names: Iterable[str], backend: str = "icoforge-cpu", jobs: int = 2) 
 
     failed = {}
     with _serial_gt4py_builds():
-        work = functools.partial(_compile_in_worker, GRID, LEVELS, backend)
+        work = functools.partial(_compile_in_worker, GRID, LEVELS, backend, static)
         for name, outcome in map_isolated(work, biggest_first(names), jobs):
             if isinstance(outcome, BaseException):
                 failed[name] = f"{type(outcome).__name__}: {outcome}"
@@ -372,17 +391,17 @@ def _worker_grid(grid_name: str, levels: int) -> Any:
     return load_grid(grid_name, levels=levels, show_progress=False)
 
 
-def _record_in_worker(grid_name: str, levels: int, name: str) -> dict:
+def _record_in_worker(grid_name: str, levels: int, static: str, name: str) -> dict:
     from icoforge.suite.catalogue import get_program
 
-    return record_program(get_program(name), _worker_grid(grid_name, levels))
+    return record_program(get_program(name), _worker_grid(grid_name, levels), static=static)
 
 
-def _compile_in_worker(grid_name: str, levels: int, backend: str, name: str) -> None:
+def _compile_in_worker(grid_name: str, levels: int, backend: str, static: str, name: str) -> None:
     from icoforge.suite.catalogue import get_program
     from icoforge.suite.inputs import make_scalars
     from icoforge.suite.runner import prepare
 
     grid = _worker_grid(grid_name, levels)
     info = get_program(name)
-    prepare(info, backend, grid, make_scalars(info, grid, SEED), static_params=STATIC)
+    prepare(info, backend, grid, make_scalars(info, grid, SEED), static_params=static)

@@ -1,19 +1,29 @@
 """The generated CUDA/HIP code, run on the CPU by emulation (icoforge.backend.runtime.emulate), against
-the CPU target: every dycore program with the vendor defaults and with shared-memory staging, and
+GT4Py's results: every dycore program with the vendor defaults and with shared-memory staging, and
 a grid of schedules covering every knob (staging and its barrier included) on representative
-programs. Outputs poisoned, whole arrays, rtol 1e-12. On a GPU, tests/schedule/test_gpu_schedules.py
-runs the same comparisons for real. The emulator's barrier itself: tests/backend/test_emulate_barriers.py."""
+programs. The programs are compiled with no static scalars (program_ir's variant), and each check
+compares with gtfn_cpu's stored outputs of that variant (icoforge/suite/gt4py_references_static_none.json,
+seed 0, digests: icoforge/suite/references.py) and then, as a second opinion on other inputs, with
+the CPU target (outputs poisoned, whole arrays, rtol 1e-12). That store holds the programs these
+tests name (REPRESENTATIVE and the staging tests; `icoforge references make --static none NAME`
+adds one): the every-program tests (slow) compare their unbound variant with it where it has the
+program and with the CPU target always, and hold all 78 programs to GT4Py through the variant
+icon4py runs (int/bool scalars static, the GT4Py backend path of the emulator) against the full
+store of that variant (icoforge/suite/gt4py_references.json). On a
+GPU, tests/schedule/test_gpu_schedules.py runs the same comparisons for real. The emulator's
+barrier itself: tests/backend/test_emulate_barriers.py."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from icoforge.backend.runtime.emulate import load_emulated
+from icoforge.backend.runtime.emulate import load_emulated, make_emulated_backend
 from icoforge.backend.runtime.gpu import gpu_artifact
 from icoforge.backend.runtime.precompile import program_ir
 from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule
 from icoforge.grids import load_grid
+from icoforge.suite import references as refs
 from icoforge.suite.catalogue import get_program, program_names
 from icoforge.suite.runner import CustomBackend
 from icoforge.suite.verify import verify
@@ -46,7 +56,15 @@ SMEM = Schedule(block=(64, 2), h_per_thread=2, smem_tables=("*",))
 
 @pytest.fixture(scope="module")
 def grid(icoforge_cache):
-    return load_grid("R2B3", levels=10, show_progress=False)
+    return load_grid(refs.GRID, levels=refs.LEVELS, show_progress=False)
+
+
+@pytest.fixture(scope="module")
+def gt4py_store():
+    """gtfn_cpu's stored outputs with no static scalars: the variant these tests compile."""
+    store = refs.load_store(static="none")
+    assert store["meta"]["static"] == "none" and store["meta"]["reference_backend"] == "gtfn_cpu"
+    return store
 
 
 def emulated(vendor: str, schedule: Schedule, thread_order: str = "forward") -> CustomBackend:
@@ -59,27 +77,53 @@ def emulated(vendor: str, schedule: Schedule, thread_order: str = "forward") -> 
     return CustomBackend(f"emulated-{vendor}", prepare, allocator=np)
 
 
-def check(name: str, vendor: str, schedule: Schedule, grid, thread_order: str = "forward") -> None:
-    # static_params="none": the same GTIR as program_ir, so GT4Py's passes are shared
+def check(
+    name: str, vendor: str, schedule: Schedule, grid, store: dict, thread_order: str = "forward", *, stored_only: bool = False
+) -> None:
+    """Against GT4Py's stored results of this variant (no static scalars, seed 0), then against the
+    CPU target. stored_only: compare with GT4Py only if the store has `name` (else a missing
+    reference fails)."""
     backend = emulated(vendor, schedule, thread_order)
-    res = verify(get_program(name), backend, "icoforge-cpu", grid, seed=23, rtol=1e-12, static_params="none")
+    info = get_program(name)
+    if name in store["programs"] or not stored_only:
+        stored = refs.check_program(info, backend, grid, store)
+        assert stored.passed, stored.summary()
+        assert all(store["programs"][name]["outputs"][o]["written"] > 0 for o in info.outputs)
+    # second opinion, other inputs: the CPU target, whole arrays (static_params="none": the same
+    # GTIR as program_ir, so GT4Py's passes are shared)
+    res = verify(info, backend, "icoforge-cpu", grid, seed=23, rtol=1e-12, static_params="none")
     assert res.passed, res.summary()
     assert all(o.written > 0 for o in res.outputs), "nothing written: nothing compared"
 
 
+def check_bound(name: str, schedule: Schedule, grid, store: dict) -> None:
+    """icon4py's int/bool scalars compiled static (the emulator as a GT4Py backend, the variant
+    icon4py runs): against gtfn_cpu's stored outputs of that variant."""
+    backend = make_emulated_backend("cuda", ProgramSchedule(schedule))
+    stored = refs.check_program(get_program(name), backend, grid, store)
+    assert stored.passed and stored.static == "icon4py", stored.summary()
+
+
+@pytest.fixture(scope="module")
+def gt4py_bound_store():
+    store = refs.load_store(static="icon4py")
+    assert store["meta"]["static"] == "icon4py" and set(store["programs"]) == set(program_names())
+    return store
+
+
 @pytest.mark.parametrize("schedule", list(SCHEDULES), ids=list(SCHEDULES))
 @pytest.mark.parametrize("name", REPRESENTATIVE)
-def test_schedules_preserve_results(name, schedule, grid):
-    check(name, "cuda", SCHEDULES[schedule], grid)
+def test_schedules_preserve_results(name, schedule, grid, gt4py_store):
+    check(name, "cuda", SCHEDULES[schedule], grid, gt4py_store)
 
 
 @pytest.mark.parametrize("name", REPRESENTATIVE[:3])
-def test_hip_default(name, grid):
-    check(name, "hip", VENDOR_DEFAULTS["hip"], grid)
+def test_hip_default(name, grid, gt4py_store):
+    check(name, "hip", VENDOR_DEFAULTS["hip"], grid, gt4py_store)
 
 
 @pytest.mark.parametrize("name", ["compute_divergence_of_fluxes_of_rho_and_theta", "apply_divergence_damping_and_update_vn"])
-def test_smem_staging_is_emulated_with_its_barrier(name, grid):
+def test_smem_staging_is_emulated_with_its_barrier(name, grid, gt4py_store):
     """The staged kernels wait at a barrier (the block's threads run as fibers); with the threads
     of each phase run backwards, a read of shared memory not ordered by the barrier would differ."""
     info = get_program(name)
@@ -87,22 +131,25 @@ def test_smem_staging_is_emulated_with_its_barrier(name, grid):
     assert any(k.barriers for k in art.device.kernels) and all(
         (k.smem_bytes > 0) == k.barriers == ("__syncthreads()" in k.source) for k in art.device.kernels
     )
-    check(name, "cuda", SMEM, grid, thread_order="reversed")
-    check(name, "hip", SMEM.replace(block=(256, 1), chiplet_remap=True), grid)
+    check(name, "cuda", SMEM, grid, gt4py_store, thread_order="reversed")
+    check(name, "hip", SMEM.replace(block=(256, 1), chiplet_remap=True), grid, gt4py_store)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", program_names())
-def test_every_program_cuda_default(name, grid):
-    check(name, "cuda", VENDOR_DEFAULTS["cuda"], grid)
+def test_every_program_cuda_default(name, grid, gt4py_store, gt4py_bound_store):
+    check_bound(name, VENDOR_DEFAULTS["cuda"], grid, gt4py_bound_store)
+    check(name, "cuda", VENDOR_DEFAULTS["cuda"], grid, gt4py_store, stored_only=True)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", program_names())
-def test_every_program_cuda_smem(name, grid):
+def test_every_program_cuda_smem(name, grid, gt4py_store, gt4py_bound_store):
     """Every program with every table it reads by its own row staged in shared memory (kernels
     without such a table are plain; the comparison holds either way)."""
-    check(name, "cuda", SMEM.replace(k_per_thread=2, index_bits="auto"), grid)
+    schedule = SMEM.replace(k_per_thread=2, index_bits="auto")
+    check_bound(name, schedule, grid, gt4py_bound_store)
+    check(name, "cuda", schedule, grid, gt4py_store, stored_only=True)
 
 
 def test_verify_all_checks_another_backend_with_its_schedule(tmp_path, grid, monkeypatch, capsys):

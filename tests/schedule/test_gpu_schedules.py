@@ -1,10 +1,13 @@
-"""On a GPU: every schedule knob, alone and combined, leaves results identical to the CPU target.
+"""On a GPU: every schedule knob, alone and combined, leaves results equal to GT4Py's and identical
+to the CPU target.
 
 Each representative icon4py program (conftest.REPRESENTATIVES) and each small kind program
 (kind_programs.py: levels only, points only, chained lookups, backward scan, one-column scan)
-runs with icoforge's GPU backend under each schedule of GPU_SCHEDULES and is compared with
-icoforge-cpu on the same random inputs (outputs poisoned with NaN first, whole arrays, rtol
-1e-12). The tiny grid (R2B3, 10 levels) leaves partial blocks, partial level chunks and unroll
+runs with icoforge's GPU backend under each schedule of GPU_SCHEDULES. The icon4py programs are
+compared with gtfn_cpu's stored outputs (icoforge/suite/gt4py_references.json: the same variant,
+icon4py's int/bool scalars static, seed 0), the kind programs with GT4Py's embedded execution (run
+here, no compile); then both with icoforge-cpu on the same random inputs (outputs poisoned with
+NaN first, whole arrays, rtol 1e-12). The tiny grid (R2B3, 10 levels) leaves partial blocks, partial level chunks and unroll
 remainders everywhere. Skipped without CuPy and a GPU; on the CPU, the last test checks that
 every schedule of the grid is legal for every program on both vendors, and compiles with nvcc.
 
@@ -27,6 +30,7 @@ from icoforge.backend.passes.fuse import fuse_kernels
 from icoforge.backend.runtime.gpu import cupy_vendor, gpu_artifact, make_gpu_backend
 from icoforge.backend.runtime.gpu_check import find_nvcc, nvcc_check
 from icoforge.backend.schedule.schedule import ProgramSchedule, Schedule, resolve
+from icoforge.suite import references as refs
 from icoforge.suite.catalogue import get_program
 from icoforge.suite.verify import verify
 
@@ -89,6 +93,8 @@ def gpu_backends():
 @pytest.mark.parametrize("sid", GPU_SCHEDULES)
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_icon4py_program_identical_to_cpu_under_schedule(name, sid, tiny_grid, gpu_backends):
+    stored = refs.check_program(get_program(name), gpu_backends[sid], tiny_grid, refs.load_store(static="icon4py"))
+    assert stored.passed, f"{sid}: {GPU_SCHEDULES[sid].dumps()}\n{stored.summary()}"  # GT4Py's results
     res = verify(get_program(name), gpu_backends[sid], "icoforge-cpu", tiny_grid, seed=GPU_TEST_SEED, rtol=1e-12)
     assert res.passed, f"{sid}: {GPU_SCHEDULES[sid].dumps()}\n{res.summary()}"
     assert all(o.written > 0 for o in res.outputs), "an output was never written: nothing compared"
@@ -116,10 +122,26 @@ def kind_inputs(name: str, grid, rng) -> tuple[dict, list[str]]:
 
 
 def run_kind(name: str, backend, grid) -> dict[str, np.ndarray]:
+    """backend None: GT4Py's embedded execution (NumPy)."""
     raw, outputs = kind_inputs(name, grid, np.random.default_rng(7))
     args = {k: gtx.as_field(v[0], v[1], allocator=backend) if isinstance(v, tuple) else v for k, v in raw.items()}
     KIND_PROGRAMS[name].with_backend(backend)(**args, offset_provider=grid.connectivities)
     return {o: args[o].asnumpy().copy() for o in outputs}
+
+
+def assert_same_points(got: dict, ref: dict, msg: str) -> None:
+    """Written points equal (NaN is the poison), values to rtol 1e-12; the reference wrote something."""
+    for out, want in ref.items():
+        written = ~np.isnan(want)
+        assert written.any(), "the reference wrote nothing"
+        np.testing.assert_array_equal(~np.isnan(got[out]), written, err_msg=f"{msg}: written points differ")
+        np.testing.assert_allclose(got[out][written], want[written], rtol=1e-12, atol=0, err_msg=msg)
+
+
+@pytest.fixture(scope="module")
+def kind_gt4py(tiny_grid):
+    """GT4Py's results of the kind programs: embedded execution."""
+    return {name: run_kind(name, None, tiny_grid) for name in KIND_PROGRAMS}
 
 
 @pytest.fixture(scope="module")
@@ -133,13 +155,17 @@ def kind_reference(tiny_grid):
 @gpu
 @pytest.mark.parametrize("sid", GPU_SCHEDULES)
 @pytest.mark.parametrize("name", KIND_PROGRAMS)
-def test_kind_program_identical_to_cpu_under_schedule(name, sid, tiny_grid, gpu_backends, kind_reference):
+def test_kind_program_identical_to_cpu_under_schedule(name, sid, tiny_grid, gpu_backends, kind_reference, kind_gt4py):
     got = run_kind(name, gpu_backends[sid], tiny_grid)
-    for out, ref in kind_reference[name].items():
-        written = ~np.isnan(ref)
-        assert written.any(), "the reference wrote nothing"
-        np.testing.assert_array_equal(~np.isnan(got[out]), written, err_msg=f"{sid}: written points differ")
-        np.testing.assert_allclose(got[out][written], ref[written], rtol=1e-12, atol=0, err_msg=sid)
+    assert_same_points(got, kind_gt4py[name], f"{sid} vs GT4Py embedded")
+    assert_same_points(got, kind_reference[name], f"{sid} vs icoforge-cpu")
+
+
+@pytest.mark.parametrize("name", KIND_PROGRAMS)
+def test_kind_program_reference_cpu_target_equals_gt4py(name, kind_reference, kind_gt4py):
+    """On the CPU: the second opinion of the GPU test above (icoforge-cpu) agrees with its first
+    (GT4Py embedded), so each GPU failure names the one that differs."""
+    assert_same_points(kind_reference[name], kind_gt4py[name], "icoforge-cpu vs GT4Py embedded")
 
 
 # --- on the CPU: the grid above is legal everywhere, and its combined schedules compile -----------

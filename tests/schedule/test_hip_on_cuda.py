@@ -1,7 +1,8 @@
 """HIP on CUDA (icoforge.backend.runtime.hip_on_cuda): the generated HIP module, unchanged but for the
 header in front, compiles with nvcc for sm_90 (here, no GPU needed) -- vendor default and an
 MI300-style schedule with every HIP-only piece (launch bounds, waves per EU, chiplet remap,
-shared-memory staging) -- and on a GPU gives the CPU target's results.
+shared-memory staging) -- and on a GPU gives GT4Py's results (gtfn_cpu's stored outputs,
+icoforge/suite/gt4py_references.json, seed 0) and the CPU target's (seed 3).
 
 Every program: `icoforge gpu-check --compilers hip-on-cuda` (tests/backend/test_gpu_compile_all.py,
 slow); on the H200: scripts/device/hip_on_cuda.sh."""
@@ -18,6 +19,7 @@ from icoforge.backend.runtime.gpu import cupy_vendor, gpu_artifact
 from icoforge.backend.runtime.gpu_check import find_nvcc, nvcc_check
 from icoforge.backend.runtime.hip_on_cuda import header, hip_source_on_cuda, make_hip_on_cuda_backend, on_cuda
 from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule
+from icoforge.suite import references as refs
 from icoforge.suite.catalogue import get_program
 from icoforge.suite.verify import verify
 
@@ -67,5 +69,7 @@ def test_the_hip_launch_bounds_reach_ptx(tmp_path, representative_irs):
 @pytest.mark.parametrize("name", list(REPRESENTATIVES))
 def test_hip_source_on_an_nvidia_gpu_equals_the_cpu_target(name, schedule, tiny_grid):
     backend = make_hip_on_cuda_backend(ProgramSchedule(SCHEDULES[schedule]))
+    stored = refs.check_program(get_program(name), backend, tiny_grid, refs.load_store(static="icon4py"))
+    assert stored.passed, stored.summary()
     res = verify(get_program(name), backend, "icoforge-cpu", tiny_grid, seed=3, rtol=1e-12)
     assert res.passed, res.summary()
