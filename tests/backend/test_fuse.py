@@ -372,6 +372,16 @@ FUSED_PROGRAMS = (
 )
 
 
+def assert_matches_gt4py(name, backend, grid):
+    """GT4Py's results: gtfn_cpu's stored outputs of the same variant (icon4py's int/bool scalars
+    static, seed 0; icoforge/suite/gt4py_references.json). The CPU target is the second opinion."""
+    from icoforge.suite import references as refs
+    from icoforge.suite.catalogue import get_program
+
+    stored = refs.check_program(get_program(name), backend, grid, refs.load_store(static="icon4py"))
+    assert stored.passed, stored.summary()
+
+
 @pytest.mark.parametrize("name", FUSED_PROGRAMS)
 def test_fused_programs_agree_with_the_cpu_target(name, tiny_grid):
     from icoforge.backend.runtime.emulate import make_emulated_backend
@@ -380,6 +390,7 @@ def test_fused_programs_agree_with_the_cpu_target(name, tiny_grid):
     from icoforge.suite.verify import verify
 
     backend = make_emulated_backend("cuda", ProgramSchedule(default=VENDOR_DEFAULTS["cuda"], fuse=("*",)))
+    assert_matches_gt4py(name, backend, tiny_grid)
     res = verify(get_program(name), backend, "icoforge-cpu", tiny_grid, seed=31, rtol=1e-12)
     assert res.passed, res.summary()
     assert all(o.written > 0 for o in res.outputs)
@@ -394,8 +405,10 @@ def test_column_fused_program_agrees_with_the_cpu_target(tiny_grid):
     from icoforge.suite.verify import verify
 
     schedule = ProgramSchedule(default=VENDOR_DEFAULTS["cuda"], fuse=("*",), fuse_columns=True)
-    res = verify(get_program("compute_horizontal_velocity_quantities_and_fluxes"), make_emulated_backend("cuda", schedule),
-                 "icoforge-cpu", tiny_grid, seed=41, rtol=1e-12)  # fmt: skip
+    name = "compute_horizontal_velocity_quantities_and_fluxes"
+    backend = make_emulated_backend("cuda", schedule)
+    assert_matches_gt4py(name, backend, tiny_grid)
+    res = verify(get_program(name), backend, "icoforge-cpu", tiny_grid, seed=41, rtol=1e-12)
     assert res.passed, res.summary()
     assert all(o.written > 0 for o in res.outputs)
 
@@ -412,6 +425,7 @@ def test_fused_programs_on_the_gpu_agree_with_the_cpu_target(name, tiny_grid):
     if vendor is None:
         pytest.skip("needs CuPy and a CUDA/ROCm GPU")
     backend = make_gpu_backend(vendor, ProgramSchedule(default=VENDOR_DEFAULTS[vendor], fuse=("*",)))
+    assert_matches_gt4py(name, backend, tiny_grid)
     res = verify(get_program(name), backend, "icoforge-cpu", tiny_grid, seed=37, rtol=1e-12)
     assert res.passed, res.summary()
     assert all(o.written > 0 for o in res.outputs)
