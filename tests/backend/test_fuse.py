@@ -1,7 +1,14 @@
 """Kernel fusion (icoforge.backend.passes.fuse, the schedule knob `fuse`): which neighbouring kernels are
 fused and which must stay apart, variable clashes, the aliasing pairs it records; and the results
 of fused code against the CPU target: single programs with icon4py's static arguments and the
-whole granule, both through the CUDA code run by CPU emulation."""
+whole granule, both through the CUDA code run by CPU emulation.
+
+Which programs: the unit tests fuse small programs built here (two or three kernels) and assert
+the kernels left by name; the real-program tests name their programs and assert, before comparing
+results, that fusion happened there (kernel and temporary counts before and after the fuse pass,
+tests/transform_counts.py; tests/backend/test_transform_counts.py shows that check fails with
+fusion off); the granule test asserts fewer kernels for the perturbed quantities and for every
+fused substep."""
 
 from __future__ import annotations
 
@@ -14,6 +21,7 @@ from icoforge.backend.passes import fuse
 from icoforge.backend.ir import ir
 from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule, ScheduleError
 from icoforge.suite.backends import schedule_from_env
+from tests import transform_counts
 
 KINDS = (("Cell", "horizontal"), ("K", "vertical"))
 
@@ -364,12 +372,14 @@ def test_schedule_from_the_environment(monkeypatch, tmp_path):
 
 # --- fused code against the CPU target (CUDA by CPU emulation, icon4py's static arguments) -----
 
-FUSED_PROGRAMS = (
-    "compute_rho_theta_pgrad_and_update_vn",  # the four C2E2CO gradients
-    "compute_perturbed_quantities_and_interpolation",
-    "vertically_implicit_solver_at_predictor_step",  # the back substitution and the update: one scan
-    "vertically_implicit_solver_at_corrector_step",
-)
+# (program, the schedule's inline policy): the programs whose kernels `fuse: *` joins, with the
+# kernel and temporary counts before and after in tests/transform_counts.py. rho_theta's four C2E2CO
+# gradients are fused with inlining off; with the default policy the inline pass has already
+# recomputed them in the last kernel (one kernel before and after: no fusion to check).
+FUSED_PROGRAMS = [
+    pytest.param(name, inline, id=name if inline == "auto" else f"{name}-inline_{inline}")
+    for name, inline in transform_counts.FUSED
+]
 
 
 def assert_matches_gt4py(name, backend, grid):
@@ -382,14 +392,21 @@ def assert_matches_gt4py(name, backend, grid):
     assert stored.passed, stored.summary()
 
 
-@pytest.mark.parametrize("name", FUSED_PROGRAMS)
-def test_fused_programs_agree_with_the_cpu_target(name, tiny_grid):
+@pytest.mark.parametrize("name, inline", FUSED_PROGRAMS)
+def test_fused_programs_agree_with_the_cpu_target(name, inline, tiny_grid):
+    """rho_theta (inline off), perturbed quantities, predictor and corrector solvers with `fuse: *`:
+    fewer kernels (and for the solvers one temporary fewer) than before the fuse pass, at the counts
+    of transform_counts.FUSED; the CUDA code by emulation agrees with GT4Py's stored outputs and with
+    the CPU target."""
     from icoforge.backend.runtime.emulate import make_emulated_backend
     from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS
     from icoforge.suite.catalogue import get_program
     from icoforge.suite.verify import verify
 
-    backend = make_emulated_backend("cuda", ProgramSchedule(default=VENDOR_DEFAULTS["cuda"], fuse=("*",)))
+    schedule = ProgramSchedule(default=VENDOR_DEFAULTS["cuda"], fuse=("*",), inline=inline)
+    counts = transform_counts.fuse_counts(name, tiny_grid, schedule, seed=31)
+    transform_counts.assert_transformed(name, *counts, transform_counts.expected(transform_counts.FUSED, (name, inline)))
+    backend = make_emulated_backend("cuda", schedule)
     assert_matches_gt4py(name, backend, tiny_grid)
     res = verify(get_program(name), backend, "icoforge-cpu", tiny_grid, seed=31, rtol=1e-12)
     assert res.passed, res.summary()
@@ -398,14 +415,18 @@ def test_fused_programs_agree_with_the_cpu_target(name, tiny_grid):
 
 def test_column_fused_program_agrees_with_the_cpu_target(tiny_grid):
     """The tangential wind and the edge quantities that read it one level down, one column walk
-    (fuse_columns): CUDA code by emulation against the CPU target."""
+    (fuse_columns) in compute_horizontal_velocity_quantities_and_fluxes: 3 kernels before the fuse
+    pass, 2 after (transform_counts.COLUMN_FUSED); CUDA code by emulation against GT4Py's stored
+    outputs and the CPU target."""
     from icoforge.backend.runtime.emulate import make_emulated_backend
     from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS
     from icoforge.suite.catalogue import get_program
     from icoforge.suite.verify import verify
 
-    schedule = ProgramSchedule(default=VENDOR_DEFAULTS["cuda"], fuse=("*",), fuse_columns=True)
     name = "compute_horizontal_velocity_quantities_and_fluxes"
+    schedule = ProgramSchedule(default=VENDOR_DEFAULTS["cuda"], fuse=("*",), fuse_columns=True)
+    counts = transform_counts.fuse_counts(name, tiny_grid, schedule, seed=41)
+    transform_counts.assert_transformed(name, *counts, transform_counts.expected(transform_counts.COLUMN_FUSED, name))
     backend = make_emulated_backend("cuda", schedule)
     assert_matches_gt4py(name, backend, tiny_grid)
     res = verify(get_program(name), backend, "icoforge-cpu", tiny_grid, seed=41, rtol=1e-12)
@@ -414,8 +435,10 @@ def test_column_fused_program_agrees_with_the_cpu_target(tiny_grid):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", FUSED_PROGRAMS)
-def test_fused_programs_on_the_gpu_agree_with_the_cpu_target(name, tiny_grid):
+@pytest.mark.parametrize("name, inline", FUSED_PROGRAMS)
+def test_fused_programs_on_the_gpu_agree_with_the_cpu_target(name, inline, tiny_grid):
+    """The programs of test_fused_programs_agree_with_the_cpu_target on a GPU, the fusion shown by
+    the same counts."""
     from icoforge.backend.runtime.gpu import cupy_vendor, make_gpu_backend
     from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS
     from icoforge.suite.catalogue import get_program
@@ -424,7 +447,10 @@ def test_fused_programs_on_the_gpu_agree_with_the_cpu_target(name, tiny_grid):
     vendor = cupy_vendor()
     if vendor is None:
         pytest.skip("needs CuPy and a CUDA/ROCm GPU")
-    backend = make_gpu_backend(vendor, ProgramSchedule(default=VENDOR_DEFAULTS[vendor], fuse=("*",)))
+    schedule = ProgramSchedule(default=VENDOR_DEFAULTS[vendor], fuse=("*",), inline=inline)
+    counts = transform_counts.fuse_counts(name, tiny_grid, schedule, seed=37)
+    transform_counts.assert_transformed(name, *counts, transform_counts.expected(transform_counts.FUSED, (name, inline)))
+    backend = make_gpu_backend(vendor, schedule)
     assert_matches_gt4py(name, backend, tiny_grid)
     res = verify(get_program(name), backend, "icoforge-cpu", tiny_grid, seed=37, rtol=1e-12)
     assert res.passed, res.summary()
@@ -437,7 +463,9 @@ def test_fused_granule_is_bit_identical_to_the_cpu_target(monkeypatch, icoforge_
     substeps from the same state: bit-identical to icoforge-cpu (R2B3/10). The variants bind
     icon4py's static arguments, which makes kernels neighbours. And every substep run as one
     program fused across programs (backend/runtime/substep.py), each first run proven against the fused
-    programs one by one (one granule for both: it takes minutes to build)."""
+    programs one by one (one granule for both: it takes minutes to build). Fusion shown: fewer
+    kernels than the CPU target for compute_perturbed_quantities_and_interpolation, and fewer
+    kernels and bytes for every substep sequence fused across programs."""
     from icoforge.granule.greenline import GreenlineOptions, run_greenline
 
     monkeypatch.setenv("ICOFORGE_SCHEDULE", '{"fuse": ["*"]}')

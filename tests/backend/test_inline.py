@@ -1,7 +1,13 @@
 """Compute-inline of temporaries (icoforge.backend.passes.inline, the schedule knob `inline`): which
 temporaries are inlined and which must stay, what the readers then compute, the byte decision,
 the aliasing pairs it records; and inlined programs bit-identical to the same programs with
-inlining off (icoforge-cpu, and the CUDA code by CPU emulation)."""
+inlining off (icoforge-cpu, and the CUDA code by CPU emulation).
+
+Which programs: the unit tests inline small programs built here and assert the kernels and
+temporaries left; the real-program tests name their programs (INLINED_PROGRAMS) and assert, before
+comparing results, that inlining happened there (kernel and temporary counts with inlining off and
+on, tests/transform_counts.py; tests/backend/test_transform_counts.py shows that check fails with
+inlining off)."""
 
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ from icoforge.backend.ir import ir, recompute
 from icoforge.backend.schedule import pipeline
 from icoforge.backend.schedule.schedule import ProgramSchedule, ScheduleError
 from icoforge.errors import UnknownNameError
+from tests import transform_counts
 
 KINDS = (("Cell", "horizontal"), ("K", "vertical"))
 
@@ -269,6 +276,11 @@ INLINED_PROGRAMS = (
 
 @pytest.mark.parametrize("name", INLINED_PROGRAMS)
 def test_inlined_programs_are_bit_identical_to_inlining_off(name, tiny_grid):
+    """Each of INLINED_PROGRAMS with `inline: all` has fewer kernels and temporaries than with
+    inlining off (the counts of transform_counts.INLINED), and the same bits (icoforge-cpu)."""
+    assert set(INLINED_PROGRAMS) == set(transform_counts.INLINED)
+    counts = transform_counts.inline_counts(name, tiny_grid, "all", seed=43)
+    transform_counts.assert_transformed(name, *counts, transform_counts.expected(transform_counts.INLINED, name))
     from icoforge.backend import make_backend
     from icoforge.suite.catalogue import get_program
     from icoforge.suite.verify import verify
@@ -281,6 +293,12 @@ def test_inlined_programs_are_bit_identical_to_inlining_off(name, tiny_grid):
 
 
 def test_inlined_cuda_code_is_bit_identical_to_the_cpu_target_without_inlining(tiny_grid):
+    """vertically_implicit_solver_at_predictor_step, `inline: all`: 10 kernels and 8 temporaries
+    with inlining off, 5 and 3 with it (transform_counts.INLINED); its CUDA code by emulation gives
+    the bits of the CPU target with inlining off."""
+    name = "vertically_implicit_solver_at_predictor_step"
+    counts = transform_counts.inline_counts(name, tiny_grid, "all", seed=47)
+    transform_counts.assert_transformed(name, *counts, transform_counts.expected(transform_counts.INLINED, name))
     from icoforge.backend import make_backend
     from icoforge.backend.runtime.emulate import make_emulated_backend
     from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS
@@ -289,5 +307,5 @@ def test_inlined_cuda_code_is_bit_identical_to_the_cpu_target_without_inlining(t
 
     emulated = make_emulated_backend("cuda", ProgramSchedule(default=VENDOR_DEFAULTS["cuda"], inline="all"))
     off = make_backend("cpu", ProgramSchedule(inline="off"))
-    res = verify(get_program("vertically_implicit_solver_at_predictor_step"), emulated, off, tiny_grid, seed=47, rtol=0.0, atol=0.0)
+    res = verify(get_program(name), emulated, off, tiny_grid, seed=47, rtol=0.0, atol=0.0)
     assert res.passed and res.max_abs_err == 0.0, res.summary()
