@@ -498,7 +498,9 @@ def test_golden_fingerprint_detects_a_single_wrong_value(tmp_path, version):
     same = golden.compare_golden(results, data, "icoforge-cpu", 1e-12)
     assert same.passed and max(same.worst().values()) == 0.0 and same.reference == "gtfn_cpu (recorded)"
     noisy = [{k: v * (1 + 1e-14) for k, v in r.items()} for r in results]
-    assert golden.compare_golden(noisy, data, "x", 1e-12).passed  # rounding passes
+    # rounding passes: every value off by 1e-14 at once adds up in the projections to ~1e-12 of
+    # the one-point scale (golden.single_point_weight), below 1e-11
+    assert golden.compare_golden(noisy, data, "x", 1e-11).passed
     for field, index in (("rho", (7, 2)), ("w", (0, 0)), ("vn", (89, 3))):
         wrong = [{k: v.copy() for k, v in r.items()} for r in results]
         wrong[1][field][index] += 1e-5  # one value, in the second substep

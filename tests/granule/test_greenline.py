@@ -34,7 +34,10 @@ from icoforge.granule.runner import VARIANTS
 from icoforge.perf.greenline import granule_floors
 
 GOLDEN = pathlib.Path(__file__).parent / "data" / "r2b3_l10_gtfn_cpu.json"
-RTOL = 1e-9
+# per field: samples max|a-b|/max|b|, and the projections as the smallest one-point error they
+# could be (golden.single_point_weight): any one point off by more than RTOL max|x| fails. The
+# recording (2026-11-29) found icoforge-cpu bitwise equal to gtfn_cpu here (issue 51 item 5).
+RTOL = 5e-11
 
 MAIN_PROGRAMS = {
     "vertically_implicit_solver_at_predictor_step",
@@ -144,3 +147,35 @@ def test_state_stays_physical_after_the_steps(report, live_fingerprint_file):
         assert fields["vn"]["max_abs"] < 100 and fields["w"]["max_abs"] < 50
     for before, after in zip(substeps, substeps[1:]):
         assert before["w"]["samples"] != after["w"]["samples"], "a substep left w unchanged"
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_one_point_off_by_1e_10_fails_on_r2b3_shapes(version):
+    """Planted fault with R2B3/10's shapes and the recording's own projection weights: one point,
+    the one the projections weigh least and no sample hits, off by 1e-10 max|x|, fails at RTOL;
+    the unperturbed fields pass. (Values are seeded, not a real state: the weights, not the
+    values, decide what a one-point error does to the projections.)"""
+    from icoforge.granule import golden
+
+    data = golden.load(GOLDEN)
+    shapes = {n: tuple(f["shape"]) for n, f in data["substeps"][0]["fields"].items()}
+    rng = np.random.default_rng(5)
+    results = [{n: 1.0 + rng.random(s) for n, s in shapes.items()} for _ in range(3)]
+    path_data = {"golden_version": version, "backend": "gtfn_cpu", "inputs": data["inputs"],
+                 "substeps": golden.fingerprint(results, version)}
+    assert golden.compare_golden(results, path_data, "x", RTOL).passed
+    for name, shape in shapes.items():
+        assert golden.single_point_weight(name, shape, version) > 0.3  # the guarantee's factor
+        r = np.random.default_rng(golden._field_seed(name, shape))
+        if version == 1:
+            w = np.abs(r.standard_normal((golden.N_PROJECTIONS, int(np.prod(shape))))).max(axis=0)
+        else:
+            u, v = (np.abs(r.standard_normal((golden.N_PROJECTIONS, n))) for n in (shape[0], shape[1]))
+            w = (u[:, :, None] * v[:, None, :]).max(axis=0).reshape(-1)
+        worst = int(np.argmin(w))
+        assert worst not in path_data["substeps"][1]["fields"][name]["sample_positions"]
+        wrong = [{k: a.copy() for k, a in r_.items()} for r_ in results]
+        flat = wrong[1][name].reshape(-1)
+        flat[worst] += 1e-10 * np.max(np.abs(results[1][name]))
+        cmp = golden.compare_golden(wrong, path_data, "x", RTOL)
+        assert not cmp.passed and cmp.worst()[name] > RTOL, (name, cmp.worst())
