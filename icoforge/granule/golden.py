@@ -14,7 +14,7 @@ minutes per substep on R2B3). So a reference run records, per substep of
 max|a - b| / max|b| over the samples, and over the projections the smallest one-point error
 that could explain their difference: max_j |p_j(a) - p_j(b)| / (max|b| w_min), where w_min is
 the smallest, over the field's points, of the largest weight any projection gives a point
-(`single_point_weight`; 0.38-0.69 for R2B3/10's fields). One point off by d max|b|, sampled or
+(`single_point_weight`; 0.32-0.69 for R2B3/10's fields). One point off by d max|b|, sampled or
 not, moves some projection by at least d max|b| w_min, so this number is at least d: a single
 wrong point larger than the tolerance fails (issue 51; before, the projections were divided by
 sqrt(n) max|b| and one point off by ~1e-7 max|b| passed on R2B3). Legitimate rounding
