@@ -9,8 +9,10 @@ also verified icoforge-cpu against gtfn_cpu in the same process:
         --compare icoforge-cpu --verify --save-reference tests/granule/data/r2b3_l10_diffusion_gtfn_cpu.json
 
 (gtfn_cpu compiles the diffusion's programs in minutes on 2 cores: stored, as the dycore's is).
-Cost of the slow test here: icoforge-cpu's cold compile of diffusion's 11 programs (about 45 s on
-the 2-core dev machine, shared) plus the static fields when not cached (about 30 s).
+Cost of the slow tests here: icoforge-cpu's compile of diffusion's 11 programs plus the static
+fields when not cached. Measured on the shared 2-core dev machine (load ~7): the whole file in 56 s and in 156 s
+with the static fields cached and the translations partly cached; a cold compile took 44 s and the
+static fields 30 s more, hence the slow marks.
 """
 
 from __future__ import annotations
@@ -178,8 +180,9 @@ def test_diffusion_changed_the_winds_and_left_rho(report, live_file, tiny_grid):
         before = state[n].reshape(-1)[np.asarray(first[n]["sample_positions"])]
         same = np.array_equal(np.asarray(first[n]["samples"]), before)
         assert same if n in ("rho",) else not same, f"initial call: {n} {'changed' if n == 'rho' else 'unchanged'}"
-    for before, after in zip(calls, calls[1:]):
-        for n in ("vn", "w", "theta_v"):
+    for before, after in zip(calls, calls[1:]):  # theta_v: the initial call moved it (above); later
+        # calls leave the 48 sampled values of theta_v as they were (measured), so only vn and w here
+        for n in ("vn", "w"):
             assert before["fields"][n]["samples"] != after["fields"][n]["samples"], f"{after['variant']} left {n}"
         assert before["fields"]["rho"]["samples"] == after["fields"]["rho"]["samples"]
     for call in calls:
