@@ -171,3 +171,42 @@ def test_verify_all_checks_another_backend_with_its_schedule(tmp_path, grid, mon
     capsys.readouterr()
     assert main([*argv[:8], "icoforge-hip-on-cud", *argv[9:]]) != 0  # a misspelt backend: refused before any work
     assert "icoforge-hip-on-cud" in capsys.readouterr().err
+
+
+def test_planted_faults_in_the_emulated_output_or_the_reference_fail_the_gt4py_check(grid, gt4py_store):
+    """The comparison with GT4Py's stored outputs can fail: the emulated CUDA output of one program
+    with one written point (not a sampled one) moved by 10x what the sums allow, or set to NaN,
+    fails; so does the true output against a reference with one sampled value or one sum changed."""
+    import copy
+
+    from icoforge.suite.verify import run_once
+
+    name = REPRESENTATIVE[0]
+    info = get_program(name)
+    backend = emulated("cuda", VENDOR_DEFAULTS["cuda"])
+    entry = gt4py_store["programs"][name]
+    output = info.outputs[0]
+    digest = entry["outputs"][output]
+    real = {}
+
+    def run(info, backend, grid, host_args):
+        real.update(run_once(info, backend, grid, host_args, "none"))
+        return real
+
+    assert refs.check_program(info, backend, grid, gt4py_store, run=run).passed  # unperturbed: passes
+    sampled = set(digest["samples"]["at"])
+    flat = [i for i in np.flatnonzero(refs.written_mask(real[output])) if int(i) not in sampled]
+    point = np.unravel_index(int(flat[len(flat) // 2]), real[output].shape)
+    for value in (real[output][point] + 10 * refs.SUM_RTOL * digest["sums"]["abs"], np.nan):
+        bad = copy.deepcopy(real)
+        bad[output][point] = value
+        found = refs.check_program(info, backend, grid, gt4py_store, run=lambda *a: bad)
+        assert not found.passed and any(p.startswith(f"{output}:") for p in found.problems), found.summary()
+    for where in ("samples", "sums"):
+        wrong = copy.deepcopy(gt4py_store)
+        d = wrong["programs"][name]["outputs"][output]
+        if where == "samples":
+            d["samples"]["values"][0] += 1e-6 * (abs(d["samples"]["values"][0]) + d["max_abs"])
+        else:
+            d["sums"]["sum"] += 1e-9 * d["sums"]["abs"]
+        assert not refs.check_program(info, backend, grid, wrong, run=lambda *a: real).passed, where
