@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
-import pathlib
 from typing import Any
 
 import numpy as np
@@ -192,16 +191,11 @@ class DiffusionGranule(Granule):
 
     @classmethod
     def input_description(cls, grid: Any, levels: int, seed: int) -> dict[str, Any]:
-        from icoforge.granule import fields, state
+        from icoforge.granule import golden
 
         return {
             "granule": cls.kind,
-            "grid": grid.name,
-            "grid_file": pathlib.Path(grid.path).name,
-            "levels": int(levels),
-            "seed": int(seed),
-            "static_fields": fields.FIELDS_VERSION,
-            "state": [state.ZONAL_WIND, state.WIND_NOISE, state.W_NOISE, state.RHO_NOISE, state.THETA_NOISE],
+            **golden.grid_and_state_inputs(grid, levels, seed),
             "config": {k: v for k, v in CONFIG.items()},
             "dtime": dtime_for(grid),
             "sequence": list(VERIFY_SEQUENCE),

@@ -110,11 +110,9 @@ def fingerprint(
     return out
 
 
-def input_description(grid: Any, levels: int, seed: int, substeps: int, dtime: float) -> dict[str, Any]:
-    """What the verification substeps' inputs depend on (besides the code; the factory backend
-    changes the static fields at most by rounding and is left out). `substeps` and `dtime` are the
-    runner's, which calls this: passed in, so golden does not import the runner back."""
-    from icoforge.granule import fields, solver, state
+def grid_and_state_inputs(grid: Any, levels: int, seed: int) -> dict[str, Any]:
+    """The inputs every granule's recording shares: grid, levels, seed, static fields, initial state."""
+    from icoforge.granule import fields, state
 
     return {
         "grid": grid.name,
@@ -123,6 +121,17 @@ def input_description(grid: Any, levels: int, seed: int, substeps: int, dtime: f
         "seed": int(seed),
         "static_fields": fields.FIELDS_VERSION,
         "state": [state.ZONAL_WIND, state.WIND_NOISE, state.W_NOISE, state.RHO_NOISE, state.THETA_NOISE],
+    }
+
+
+def input_description(grid: Any, levels: int, seed: int, substeps: int, dtime: float) -> dict[str, Any]:
+    """What the verification substeps' inputs depend on (besides the code; the factory backend
+    changes the static fields at most by rounding and is left out). `substeps` and `dtime` are the
+    runner's, which calls this: passed in, so golden does not import the runner back."""
+    from icoforge.granule import solver
+
+    return {
+        **grid_and_state_inputs(grid, levels, seed),
         "solver": [
             solver.FOURTH_ORDER_DIVDAMP_FACTOR,
             solver.MAX_NUDGING_COEFFICIENT,
