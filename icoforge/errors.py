@@ -11,7 +11,7 @@ class IcoforgeError(Exception):
 
 # Up to this many choices are listed in full; longer lists (78 programs) name the command that
 # shows them instead of flooding the one-line error.
-MAX_LISTED_CHOICES = 20  # every backend name (18 with the granule's roundtrip ones) is listed
+MAX_LISTED_CHOICES = 24  # every backend name (22 with the granule's roundtrip ones and GT4Py's *_plain objects) is listed
 
 
 class UnknownNameError(IcoforgeError, KeyError):
