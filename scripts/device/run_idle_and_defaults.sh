@@ -1,7 +1,7 @@
 #!/bin/bash
 # One device call (issues 22 and 17): (a) REGIONAL/80, icoforge-cuda alone, optimized: the GPU's
-# idle fraction from the kernels' own events, then a substep captured and replayed as a CUDA graph
-# (graph_replay.py); (b) R2B6/80: icoforge-cuda with the vendor default schedule against a
+# idle fraction from the kernels' own events, and each substep captured and replayed as a CUDA graph
+# (`greenline --graph-replay`); (b) R2B6/80: icoforge-cuda with the vendor default schedule against a
 # candidate default (block 32x8, 32-bit indices chosen at call time), A/B as labelled runs.
 #
 #   run(carry=[".whl"], timeout_s=600, command="bash scripts/device/run_idle_and_defaults.sh")
@@ -21,10 +21,8 @@ GL="python3 -m icoforge greenline --steps 20 --warmup 2 --profile-steps 2 --only
 python3 -c "from icoforge.grids import load_grid; [load_grid(g, levels=80, show_progress=False) for g in ('REGIONAL', 'R2B6')]" || exit 1
 stamp "grids"
 (
-  $GL --grid REGIONAL --levels 80 --backend icoforge-cuda --json $W/gl-REGIONAL-80-kernels.json > $W/gl-REGIONAL-80-kernels.log 2>&1
-  stamp "REGIONAL greenline done (rc $?)"
-  flock -x $LOCK python3 -O scripts/device/graph_replay.py --grid REGIONAL --levels 80 --json $W/graph-REGIONAL-80.json > $W/graph-REGIONAL-80.log 2>&1
-  stamp "graph replay done (rc $?)"
+  $GL --grid REGIONAL --levels 80 --backend icoforge-cuda --graph-replay --json $W/gl-REGIONAL-80-kernels.json > $W/gl-REGIONAL-80-kernels.log 2>&1
+  stamp "REGIONAL greenline (with graph replay) done (rc $?)"
 ) &
 (
   $GL --grid R2B6 --levels 80 --backend icoforge-cuda --json $W/gl-R2B6-80-default.json > $W/gl-R2B6-80-default.log 2>&1
@@ -32,17 +30,18 @@ stamp "grids"
 ) &
 sleep 30   # the first R2B6 process takes the static-field lock; the candidate then waits and reads them
 $GL --grid R2B6 --levels 80 --backend icoforge-cuda --schedule "$CANDIDATE" --json $W/gl-R2B6-80-candidate.json > $W/gl-R2B6-80-candidate.log 2>&1 &
-deadline ${ALL_S:-540} "icoforge greenline|graph_replay" &
+deadline ${ALL_S:-540} "icoforge greenline" &
 KILLER=$!
 sleep 5
-while pgrep -f "icoforge greenline|graph_replay" > /dev/null; do sleep 2; done
+while pgrep -f "icoforge greenline" > /dev/null; do sleep 2; done
 stop_bg $KILLER $SNAP
 stamp "all done"
 {
   echo "== REGIONAL/80 icoforge-cuda: device busy from the kernels =="
   COLUMNS=200 python3 -m icoforge greenline-merge $W/gl-REGIONAL-80-kernels.json 2>&1 | sed -n '/device busy/,/GPU idle = /p'
-  echo "== graph replay =="
-  tail -5 $W/graph-REGIONAL-80.log
+  echo "== graph replay (greenline --graph-replay: the replayed step, or why a substep was not replayed) =="
+  COLUMNS=200 python3 -m icoforge greenline-merge $W/gl-REGIONAL-80-kernels.json 2>&1 | grep -E "replayed"
+  grep "substep replayed:" $W/gl-REGIONAL-80-kernels.log
   echo "== R2B6/80 default vs candidate $CANDIDATE =="
   COLUMNS=200 python3 -m icoforge greenline-merge default=$W/gl-R2B6-80-default.json candidate=$W/gl-R2B6-80-candidate.json --markdown $OUT/ab-R2B6-80.md 2>&1 | sed -n '/step time/,/per program/p'
 } > $OUT/summary.txt 2>&1
