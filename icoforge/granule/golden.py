@@ -23,7 +23,18 @@ bitwise equal to gtfn_cpu on R2B3/10; not measured again with this check).
 The file also records what the inputs depended on (grid file, levels, seed, configuration,
 versions); `check_inputs` refuses a comparison when they differ.
 
-Write one with `icoforge greenline ... --backend gtfn_cpu --save-reference PATH`.
+And it records which backend made every input of the recorded results (`input_backends`, issue
+51 item 2), taken by `write` from the objects the run used, never from a string typed in: the
+backend that ran the granule's programs (the granule's backend object) and the one that computed
+the static fields (geometry, interpolation, metrics: the `StaticFields` object's
+`factory_backend`, which the field cache stores with the fields), each with who made it
+(`made_by`: "GT4Py" or "icoforge", from the backend object's executor). `independence_problems`
+says why a recorded file is no independent reference: backends not recorded (files written
+before), or an input made by icoforge itself -- a bug in an icoforge-compiled program would then
+be in the reference too.
+
+Write one with `icoforge greenline ... --backend gtfn_cpu --factory-backend gtfn_cpu
+--save-reference PATH`.
 """
 
 from __future__ import annotations
@@ -67,19 +78,42 @@ def _projections(field: str, x: np.ndarray, version: int = GOLDEN_VERSION) -> np
     return ((u @ m) * v).sum(axis=1)
 
 
-@functools.lru_cache(maxsize=64)
-def single_point_weight(field: str, shape: tuple[int, ...], version: int = GOLDEN_VERSION) -> float:
-    """min over the points i of max over the projections j of |w_ji|: one point off by e moves
-    some projection by at least e times this (exactly the weights `_projections` draws)."""
+def _point_weights(field: str, shape: tuple[int, ...], version: int = GOLDEN_VERSION) -> np.ndarray:
+    """Per point i (flat index) max over the projections j of |w_ji|: exactly the weights
+    `_projections` draws."""
     rng = np.random.default_rng(_field_seed(field, tuple(shape)))
     size = int(np.prod(shape))
     if version == 1:
-        return float(np.abs(rng.standard_normal((N_PROJECTIONS, size))).max(axis=0).min()) if size else 1.0
+        return np.abs(rng.standard_normal((N_PROJECTIONS, size))).max(axis=0)
     rows = shape[0] if len(shape) else 1
     cols = size // rows if rows else 0
     u = np.abs(rng.standard_normal((N_PROJECTIONS, rows)))
     v = np.abs(rng.standard_normal((N_PROJECTIONS, cols)))
-    return float((u[:, :, None] * v[:, None, :]).max(axis=0).min()) if size else 1.0
+    return (u[:, :, None] * v[:, None, :]).max(axis=0).reshape(-1)
+
+
+@functools.lru_cache(maxsize=64)
+def single_point_weight(field: str, shape: tuple[int, ...], version: int = GOLDEN_VERSION) -> float:
+    """min over the points i of max over the projections j of |w_ji|: one point off by e moves
+    some projection by at least e times this (exactly the weights `_projections` draws)."""
+    w = _point_weights(field, tuple(shape), version)
+    return float(w.min()) if w.size else 1.0
+
+
+def plant_one_point_fault(
+    results: list[dict[str, np.ndarray]], substep: int, field: str, rel: float, version: int = GOLDEN_VERSION
+) -> tuple[list[dict[str, np.ndarray]], int]:
+    """Planted fault for the granule checks (issue 51 item 5), the same for every granule: copies
+    of `results` with one point of `results[substep][field]` moved by rel * max|x|, the point the
+    projections of `version` weigh least -- the hardest single point for the check to see; it is
+    never one of the sampled points (checked). Returns the copies and the flat index moved."""
+    x = np.asarray(results[substep][field])
+    point = int(np.argmin(_point_weights(field, x.shape, version)))
+    if point in set(_sample_positions(field, x).tolist()):
+        raise ValueError(f"{field}: the least-weighted point {point} is sampled; plant the fault elsewhere")
+    wrong = [{k: np.array(a, copy=True) for k, a in r.items()} for r in results]
+    wrong[substep][field].reshape(-1)[point] += rel * float(np.max(np.abs(x)))
+    return wrong, point
 
 
 def _sample_positions(field: str, x: np.ndarray) -> np.ndarray:
@@ -126,7 +160,8 @@ def grid_and_state_inputs(grid: Any, levels: int, seed: int) -> dict[str, Any]:
 
 def input_description(grid: Any, levels: int, seed: int, substeps: int, dtime: float) -> dict[str, Any]:
     """What the verification substeps' inputs depend on (besides the code; the factory backend
-    changes the static fields at most by rounding and is left out). `substeps` and `dtime` are the
+    changes the static fields at most by rounding and is left out here, so that a run with other
+    factories is comparable: `write` records it separately, `input_backends`). `substeps` and `dtime` are the
     runner's, which calls this: passed in, so golden does not import the runner back."""
     from icoforge.granule import solver
 
@@ -145,18 +180,84 @@ def input_description(grid: Any, levels: int, seed: int, substeps: int, dtime: f
     }
 
 
+GT4PY, ICOFORGE = "GT4Py", "icoforge"
+
+
+def made_by(backend: Any) -> str:
+    """Whose code runs the programs of a backend object (what `resolve_backend` returns): "GT4Py"
+    for GT4Py's own (embedded: None; icon4py's descriptors of GT4Py's backends; GT4Py's Backend
+    objects), "icoforge" for any backend whose executor is icoforge's -- a fallback pair by its
+    primary, the Python roundtrip of icoforge's cached passes included (icoforge's pass cache)."""
+    if backend is None:
+        return GT4PY  # GT4Py's embedded execution
+    if isinstance(backend, dict):  # icon4py's descriptor: a factory of GT4Py's backend
+        factory = backend.get("backend_factory")
+        module = getattr(factory, "__module__", "") or ""
+        return ICOFORGE if module.startswith("icoforge") else GT4PY
+    executor = getattr(backend, "executor", None)
+    executor = getattr(executor, "primary", executor)  # granule.backends.FallbackExecutor
+    module = type(executor).__module__ or ""
+    if module.startswith("icoforge"):
+        return ICOFORGE
+    if module.startswith("gt4py"):
+        return GT4PY
+    raise ValueError(f"backend {getattr(backend, 'name', backend)!r}: executor {type(executor).__qualname__} from "
+                     f"{module!r}, neither GT4Py's nor icoforge's")  # fmt: skip
+
+
+def input_backends(granule: Any, static: Any) -> dict[str, dict[str, Any]]:
+    """Which backend made each input of a granule's results, from the objects used: `granule` (a
+    runner.Granule: `.name`, the backend object `.backend`) ran the programs; `static`
+    (fields.StaticFields) names the backend its factories ran with."""
+    from icoforge.granule.backends import resolve_backend
+
+    def entry(name: str, obj: Any) -> dict[str, Any]:
+        gt_name = obj.get("backend_factory").__name__ if isinstance(obj, dict) else getattr(obj, "name", "embedded")
+        return {"name": name, "object": str(gt_name), "made_by": made_by(obj)}
+
+    return {
+        "programs": entry(granule.name, granule.backend),
+        "static_fields": {**entry(static.factory_backend, resolve_backend(static.factory_backend)),
+                          "cached": bool(static.cached), "factory_s": dict(static.timings)},
+    }  # fmt: skip
+
+
+def independence_problems(data: dict[str, Any]) -> list[str]:
+    """Why a recorded file is no reference independent of icoforge (empty: every input it records
+    was made by GT4Py): no recorded input backends, or one made by icoforge."""
+    backends = data.get("input_backends")
+    if not isinstance(backends, dict) or not all(
+        isinstance(backends.get(k), dict) and "made_by" in backends[k] for k in ("programs", "static_fields")
+    ):
+        return ["the recording does not say which backends made its inputs (no input_backends written by "
+                "golden.write): which backend computed its static fields is unknown"]  # fmt: skip
+    what = {
+        "programs": "its programs ran on",
+        "static_fields": "its static fields (geometry, interpolation, metrics) were computed by",
+    }
+    return [
+        f"{what[k]} {backends[k]['name']}, icoforge's own: a bug shared by icoforge's programs would be in the reference too"
+        for k in ("programs", "static_fields")
+        if backends[k]["made_by"] != GT4PY
+    ]
+
+
 def write(
     path: str | pathlib.Path,
-    backend: str,
+    granule: Any,
+    static: Any,
     inputs: dict[str, Any],
     results: list[dict[str, np.ndarray]],
     environment: dict[str, Any],
     version: int = GOLDEN_VERSION,
     sequence: tuple[str, ...] = verify.VERIFY_SEQUENCE,
 ) -> None:
+    """Record `granule`'s `results` (a runner.Granule, run on the static fields `static`): its
+    backend and the backends of its inputs from these objects (`input_backends`)."""
     data = {
         "golden_version": version,
-        "backend": backend,
+        "backend": granule.name,
+        "input_backends": input_backends(granule, static),
         "inputs": inputs,
         "environment": environment,
         "substeps": fingerprint(results, version, sequence),
@@ -233,8 +334,11 @@ def _main(argv: list[str]) -> int:
         print(_main.__doc__)
         return 2
     rtol = float(argv[3]) if len(argv) == 4 else verify.DEFAULT_RTOL
-    c = compare_fingerprints(load(argv[2]), load(argv[1]), rtol)
+    ref = load(argv[1])
+    c = compare_fingerprints(load(argv[2]), ref, rtol)
     print(json.dumps({k: v for k, v in c.to_json().items() if k != "substeps"}, indent=1))
+    for problem in independence_problems(ref):
+        print(f"warning: {argv[1]} is no reference independent of icoforge: {problem}")
     return 0 if c.passed else 1
 
 
@@ -243,8 +347,12 @@ __all__ = [
     "compare_fingerprints",
     "compare_golden",
     "fingerprint",
+    "independence_problems",
+    "input_backends",
     "input_description",
     "load",
+    "made_by",
+    "plant_one_point_fault",
     "single_point_weight",
     "write",
 ]

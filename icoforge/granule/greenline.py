@@ -285,6 +285,8 @@ def run_greenline(
                 raise IcoforgeError(f"reference {opts.reference_file}: {e}") from e
             if problems := golden.check_inputs(recorded, inputs):
                 raise IcoforgeError(f"{opts.reference_file} was recorded for other inputs: " + "; ".join(problems))
+            for problem in golden.independence_problems(recorded):  # compared all the same, but said
+                log(f"warning: {opts.reference_file} is no reference independent of icoforge: {problem}")
 
         granules: list[Granule] = []
         with cold_icoforge_cache(opts.cold):
@@ -359,7 +361,8 @@ def measure(
                 verify_mod.compare_runs(g.name, sequence(g), reference.name, sequence(reference), opts.rtol, labels)
             )
     if opts.save_reference:
-        golden.write(opts.save_reference, granules[0].name, inputs, sequence(granules[0]), environment(), sequence=labels)
+        first = granules[0]  # its backend and its static fields' factory backend recorded from the objects
+        golden.write(opts.save_reference, first, first.static, inputs, sequence(first), environment(), sequence=labels)
         log(f"reference fingerprint of {granules[0].name} written to {opts.save_reference}")
 
     for g in granules:

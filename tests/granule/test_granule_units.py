@@ -486,15 +486,54 @@ def _sequence(seed=0):
     return [{k: 1.0 + rng.random(s) for k, s in shapes.items()} for _ in verify.VERIFY_SEQUENCE]
 
 
+def _made_with(programs: str, factory: str):
+    """A granule run on `programs` and its static fields computed with `factory`, as golden.write
+    reads them (runner.Granule's name and backend object, fields.StaticFields' factory backend)."""
+    from types import SimpleNamespace
+
+    from icoforge.granule.backends import resolve_backend
+
+    return (SimpleNamespace(name=programs, backend=resolve_backend(programs)),
+            SimpleNamespace(factory_backend=factory, cached=False, timings={"geometry": 1.0}))  # fmt: skip
+
+
+def test_recording_names_the_backends_of_its_inputs(tmp_path):
+    """Issue 51 item 2: golden.write records who made the programs and the static fields from the
+    objects used; a reference made (in part) by icoforge, or that does not say, is flagged."""
+    from icoforge.granule import golden
+
+    results, path = _sequence(), tmp_path / "ref.json"
+    golden.write(path, *_made_with("gtfn_cpu", "gtfn_cpu"), {"grid": "X"}, results, {})
+    data = golden.load(path)
+    assert data["backend"] == "gtfn_cpu" and golden.independence_problems(data) == []
+    assert data["input_backends"]["programs"] == {"name": "gtfn_cpu", "object": "make_custom_gtfn_backend", "made_by": "GT4Py"}
+    assert data["input_backends"]["static_fields"]["made_by"] == "GT4Py" and data["input_backends"]["static_fields"]["factory_s"]
+    # the greenline's default factory backend is icoforge's (a fallback pair by its primary)
+    golden.write(path, *_made_with("gtfn_cpu", "icoforge-cpu+roundtrip-passes"), {"grid": "X"}, results, {})
+    (problem,) = golden.independence_problems(golden.load(path))
+    assert problem.startswith("its static fields (geometry, interpolation, metrics) were computed by icoforge-cpu+roundtrip-passes, icoforge's own")
+    golden.write(path, *_made_with("icoforge-cpu", "gtfn_cpu_plain"), {"grid": "X"}, results, {})
+    (problem,) = golden.independence_problems(golden.load(path))
+    assert problem.startswith("its programs ran on icoforge-cpu, icoforge's own")
+    for name in ("roundtrip-passes", "icoforge-emulated-cuda"):  # icoforge's pass cache; icoforge's code
+        assert golden.made_by(_made_with(name, name)[0].backend) == "icoforge"
+    assert golden.made_by(None) == golden.made_by(_made_with("dace_cpu", "x")[0].backend) == "GT4Py"  # embedded; a peer
+    # a recording without the field, or with a hand-written one (before 2026-12-06), says so
+    data.pop("input_backends")
+    assert "does not say which backends made its inputs" in golden.independence_problems(data)[0]
+    data["input_backends"] = {"granule": "gtfn_cpu", "static_fields": "gtfn_cpu"}
+    assert "does not say which backends made its inputs" in golden.independence_problems(data)[0]
+
+
 @pytest.mark.parametrize("version", [1, 2])  # 1: dense random weights; 2: rank-one weights u[i] v[k]
 def test_golden_fingerprint_detects_a_single_wrong_value(tmp_path, version):
     from icoforge.granule import golden
 
     results = _sequence()
     path = tmp_path / "ref.json"
-    golden.write(path, "gtfn_cpu", {"grid": "X", "levels": 4}, results, {"date": "today"}, version=version)
+    golden.write(path, *_made_with("gtfn_cpu", "gtfn_cpu"), {"grid": "X", "levels": 4}, results, {"date": "today"}, version=version)
     data = golden.load(path)
-    assert data["golden_version"] == version
+    assert data["golden_version"] == version and golden.independence_problems(data) == []
     same = golden.compare_golden(results, data, "icoforge-cpu", 1e-12)
     assert same.passed and max(same.worst().values()) == 0.0 and same.reference == "gtfn_cpu (recorded)"
     noisy = [{k: v * (1 + 1e-14) for k, v in r.items()} for r in results]
