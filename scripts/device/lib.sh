@@ -59,3 +59,39 @@ print(g, "cached" if f.cached else f"computed {f.timings}")
   stamp "static fields done (rc $rc, $(tail -1 "$log"))"
   return $rc
 }
+
+# verify_gpu SECONDS JOBS PROGRAMS_FILE DIR: `icoforge verify-all`, icoforge-cuda against icoforge-cpu
+# (fresh inputs of a fixed seed, poisoned outputs, whole arrays) on R2B4/80 with seed 11, then R2B6/80
+# with seed 12, for the programs of PROGRAMS_FILE (names by lines or commas, "#" comment lines) in its
+# order; both within SECONDS; the tables in DIR/verify-GRID-LEVELS.md (written as the cases finish),
+# progress on stderr; the exit status is the last failing verify-all's (124: time ran out).
+# VERIFY_SCHEDULE: icoforge-cuda's ProgramSchedule (JSON); VERIFY_BACKEND, VERIFY_REFERENCE and
+# VERIFY_CASES ("GRID:LEVELS:SEED ...") change the defaults (a dry run on the workstation:
+# VERIFY_BACKEND=icoforge-cpu VERIFY_REFERENCE=gtfn_cpu VERIFY_CASES=R2B3:5:11). Until 2026-12-05 this was
+# scripts/device/gpu_verify_and_bench.py --skip-bench --gtfn-for none --seeds R2B4=11,R2B6=12, which
+# ran each program's two grids together; verify-all runs one grid after the other.
+verify_gpu() {
+  local seconds=$1 jobs=$2 file=$3 dir=$4 case grid levels seed left rc=0
+  local end=$(( $(date +%s) + seconds ))
+  [ -r "$file" ] || { echo "verify_gpu: cannot read $file" >&2; return 1; }
+  local programs; programs=$(grep -Ev '^[[:space:]]*(#|$)' "$file" | tr ',' ' ')  # none: every program
+  for case in ${VERIFY_CASES:-R2B4:80:11 R2B6:80:12}; do
+    IFS=: read -r grid levels seed <<< "$case"
+    left=$(( end - $(date +%s) ))
+    if [ $left -le 0 ]; then stamp "verify $grid/$levels: not run (no time left)"; rc=124; continue; fi
+    # shellcheck disable=SC2086
+    timeout $left python3 -m icoforge verify-all --backend ${VERIFY_BACKEND:-icoforge-cuda} \
+      --reference ${VERIFY_REFERENCE:-icoforge-cpu} --grid $grid --levels $levels --seed $seed --jobs $jobs \
+      --programs $programs ${VERIFY_SCHEDULE:+--schedule "$VERIFY_SCHEDULE"} --out $dir/verify-$grid-$levels.md || rc=$?
+  done
+  return $rc
+}
+
+# verify_summary DIR: one line per verify_gpu table in DIR ("N of M passed"), then the first failures
+verify_summary() {
+  local f
+  for f in $(ls "$1"/verify-*.md 2>/dev/null); do
+    echo "verify $(basename "$f" .md | cut -c8-): $(grep -m1 -E '^[0-9]+ of [0-9]+ passed' "$f")"
+  done
+  grep -h -A3 '^## ' $(ls "$1"/verify-*.md 2>/dev/null) /dev/null | head -12
+}
