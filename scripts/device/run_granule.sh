@@ -77,8 +77,7 @@ done
 (
   flock -x 9
   if [ -n "${VERIFY_FILE:-}" ]; then
-    OUT=$W OMP_NUM_THREADS=3 timeout ${VERIFY_S:-200} python3 scripts/device/gpu_verify_and_bench.py --jobs 2 \
-        --gtfn-for none --skip-bench --seeds R2B4=11,R2B6=12 --programs @$VERIFY_FILE > $W/verify.log 2>&1
+    OMP_NUM_THREADS=3 verify_gpu ${VERIFY_S:-200} 2 $VERIFY_FILE $W > $W/verify.log 2>&1  # lib.sh: icoforge verify-all
     stamp "verification done (rc $?)"
   fi
   if [ "${GPU_EXTRAS:-1}" = 1 ]; then
@@ -91,11 +90,11 @@ done
   fi
 ) 9>>$LOCK &
 
-deadline ${ALL_S:-480} "icoforge (greenline|roofline|profile)|ncu |gpu_verify_and_bench" &
+deadline ${ALL_S:-480} "icoforge (greenline|roofline|profile|verify-all)|ncu " &
 KILLER=$!
 wait $OURS
 stamp "our chain done; waiting for the others"
-while pgrep -f "icoforge (greenline|profile|roofline)|gpu_verify_and_bench" > /dev/null; do sleep 2; done
+while pgrep -f "icoforge (greenline|profile|roofline|verify-all)" > /dev/null; do sleep 2; done
 if [ "${OURS_AGAIN:-0}" = 1 ] && [ -f $W/gl-$TAG-$OURS_BACKEND.json ]; then
   for x in json log; do mv $W/gl-$TAG-$OURS_BACKEND.$x $W/gl-$TAG-$OURS_BACKEND-beside-peers.$x; done
   mv $W/ref-icoforge-$TAG.json $W/ref-icoforge-$TAG-beside-peers.json
@@ -123,8 +122,7 @@ stamp "all done"
     echo "-- $OURS_BACKEND now vs $r"
     python3 -m icoforge.granule.golden compare $r $W/ref-icoforge-$TAG.json
   done
-  grep -E "^(PASS|FAIL|ERROR)" $W/verify.log 2>/dev/null | awk '{print $1, $3, $4}' | sort | uniq -c
-  grep -E "^(FAIL|ERROR)" $W/verify.log 2>/dev/null | head -5
+  verify_summary $W
   tail -30 $W/roofline-greenline.log
   tail -20 $W/roofline-predictor.log 2>/dev/null
   tail -25 $W/ncu.log 2>/dev/null
