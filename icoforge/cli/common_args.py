@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from icoforge.errors import IcoforgeError
@@ -24,8 +25,21 @@ def schedule(p: argparse.ArgumentParser) -> None:
 
 
 def gpu_lock(p: argparse.ArgumentParser, held: str) -> None:
-    """--gpu-lock PATH (granule.gpulock.GpuLock) of `greenline` and `roofline`; `held`: when the command holds it."""
+    """--gpu-lock PATH (granule.gpulock.GpuLock) of `greenline`, `roofline`, `run` and `tune`; `held`:
+    when the command holds it."""
     p.add_argument("--gpu-lock", metavar="PATH", help=f"hold an exclusive flock on PATH (created if missing) {held}")
+
+
+def open_gpu_lock(args: argparse.Namespace, log: Callable[[str], None]) -> Any:
+    """`--gpu-lock PATH` as a `GpuLock` logging to `log`, checked now (a bad path fails before any
+    work), or None without the option."""
+    if not getattr(args, "gpu_lock", None):
+        return None
+    from icoforge.granule.gpulock import GpuLock
+
+    lock = GpuLock(args.gpu_lock, log)
+    lock.check()
+    return lock
 
 
 def static_scalars(p: argparse.ArgumentParser) -> None:

@@ -157,13 +157,7 @@ def cmd_roofline(args: argparse.Namespace) -> int:
 
 def _gpu_lock(args: argparse.Namespace, console: Console):
     """`--gpu-lock PATH`: the flock helper `icoforge greenline` uses (checked before any work)."""
-    if not args.gpu_lock:
-        return None
-    from icoforge.granule.gpulock import GpuLock
-
-    lock = GpuLock(args.gpu_lock, lambda text: console.print(f"[dim]{text}[/dim]"))
-    lock.check()
-    return lock
+    return common_args.open_gpu_lock(args, lambda text: console.print(f"[dim]{text}[/dim]"))
 
 
 def cmd_roofline_greenline(args: argparse.Namespace) -> int:

@@ -53,6 +53,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--atol", type=float, default=None,
         help="absolute tolerance of --compare (default: 1e-12 x each output's largest value)",
     )  # fmt: skip
+    common_args.gpu_lock(
+        p, "while each backend's calls run (first, warm-up, timed), not while it compiles: processes given "
+        "the same PATH (run, tune, greenline, roofline) time one at a time",
+    )  # fmt: skip
     p.set_defaults(func=cmd_run)
 
 
@@ -100,6 +104,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     common_args.require_counts(args, "levels", "repeat")
     console = make_console(wide=args.wide)
     with StepProgress(console) as step, contextlib.ExitStack() as scope:
+        lock = common_args.open_gpu_lock(args, step.log)
         step("importing GT4Py and icon4py")  # half a minute on a busy 2-core machine
         from icoforge import settings
         from icoforge.backend.runtime import compile_pool
@@ -145,6 +150,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 run_program(
                     info, name, grid, args.seed, args.repeat, static_params=args.static, static_values=static_values,
                     on_status=lambda text, i=i: step(f"backend {i + 1}/{len(backends)}: {text}"),
+                    measuring=contextlib.nullcontext if lock is None else lambda name=name: lock.hold(name, f"run {info.name}"),
                 )  # fmt: skip
             )
             step.log(f"{name}: compiled in {_fmt_seconds(results[-1].compile_s)} s, median {results[-1].median_ms:.3f} ms")

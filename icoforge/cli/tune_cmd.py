@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import pathlib
@@ -42,6 +43,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="FILE", help="write (or merge into) this schedule file")
     p.add_argument("--json", metavar="FILE", help="write every candidate's times and the picks as JSON")
     p.add_argument("--markdown", metavar="FILE", help="write the tables as Markdown (for benchmarks/)")
+    common_args.gpu_lock(
+        p, "while a program's candidates run (after they compile): processes given the same PATH (run, tune, "
+        "greenline, roofline) time one at a time",
+    )  # fmt: skip
     p.set_defaults(func=cmd_tune)
 
 
@@ -59,6 +64,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     static_values = common_args.parse_static_values(args, args.programs)
     err = make_console(stderr=True, wide=args.wide)
     console = make_console(wide=args.wide)
+    lock = common_args.open_gpu_lock(args, lambda text: err.print(text, highlight=False, markup=False, soft_wrap=True))
     grid = load_grid(args.grid, levels=args.levels)
     results = []
     for name in args.programs:
@@ -70,6 +76,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             result = tune_suite_program(
                 name, grid, args.backend, args.space, repeat=args.repeat, seed=args.seed,
                 min_gain=args.min_gain, progress=progress, jobs=args.jobs, static_values=static_values,
+                measuring=contextlib.nullcontext if lock is None else lambda name=name: lock.hold(args.backend, f"tune {name}"),
             )  # fmt: skip
         results.append(result)
         print_result(result, console)

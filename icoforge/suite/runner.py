@@ -9,6 +9,7 @@ run-time arguments.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -260,9 +261,12 @@ def run_program(
     static_params: str | Sequence[str] = "icon4py",
     static_values: Mapping[str, str] | None = None,
     on_status: StatusCallback | None = None,
+    measuring: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
 ) -> RunResult:
     """Compile `info.program` on `backend`, then time it on random inputs (seed) on `grid`;
     `static_values` (NAME -> text) replace static scalars of the inputs (`static_variant`).
+    `measuring()` is entered around the calls (first, warm-up, timed), not the compile: e.g. a
+    GPU lock (`icoforge run --gpu-lock`) that parallel processes take turns on.
 
     Fields the program both reads and writes (`info.inouts`) are restored before every call, so
     each timed call sees the same inputs; restoring is not timed.
@@ -284,25 +288,26 @@ def run_program(
         for param in info.inouts:
             args[param].ndarray[...] = pristine[param].ndarray
 
-    status(f"running {info.name} on {name}")
-    sync()
-    start = time.perf_counter()
-    call(args)
-    sync()
-    first_call_s = time.perf_counter() - start
-    outputs = output_arrays(info, args)
-
-    for _ in range(warmup):
-        restore_inouts()
-        call(args)
-    times = []
-    for _ in range(repeat):
-        restore_inouts()
+    with measuring():
+        status(f"running {info.name} on {name}")
         sync()
         start = time.perf_counter()
         call(args)
         sync()
-        times.append(time.perf_counter() - start)
+        first_call_s = time.perf_counter() - start
+        outputs = output_arrays(info, args)
+
+        for _ in range(warmup):
+            restore_inouts()
+            call(args)
+        times = []
+        for _ in range(repeat):
+            restore_inouts()
+            sync()
+            start = time.perf_counter()
+            call(args)
+            sync()
+            times.append(time.perf_counter() - start)
 
     return RunResult(
         program=info.name,

@@ -19,6 +19,7 @@ useful to check the search and the schedules, not to pick them).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import pathlib
@@ -292,11 +293,13 @@ def tune_program(
     pir: Any, args: dict[str, Any], offset_provider: Any, outputs: tuple[str, ...], inouts: tuple[str, ...],
     target: Target, candidates: Mapping[str, Schedule], *, repeat: int = 20, min_gain: float = 0.03,
     progress: Progress = lambda what, done, total: None, program: str = "", grid: str = "", levels: int = 0,
-    jobs: int = 1,
+    jobs: int = 1, measuring: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
 ) -> TuneResult:  # fmt: skip
     """Tune `pir` (kernel IR) with `args` (GT4Py fields on the target, scalars). `candidates`
     must start with "default" (the vendor default): its outputs are the reference. `jobs`: on a
-    GPU, processes that compile the candidates before the runs."""
+    GPU, processes that compile the candidates before the runs. `measuring()` is entered around
+    the candidates' runs, then around the run of the picks together, not around generating their
+    code: e.g. a GPU lock (`icoforge tune --gpu-lock`)."""
     if next(iter(candidates), None) != "default":
         raise IcoforgeError("tune: the candidates must start with 'default' (the reference)")
     bench = _Bench(target, pir, args, offset_provider, outputs, tuple(o for o in inouts if o in outputs), repeat)
@@ -310,16 +313,19 @@ def tune_program(
         progress(f"compiling {len(built)} candidates in {jobs} processes", 0, total)
         precompile_modules([a for a in built.values() if not isinstance(a, ScheduleError)], jobs)
     runs: list[CandidateRun] = []
-    for i, (cid, sched) in enumerate(candidates.items()):
-        progress(f"candidate {cid}", i, total)
-        runs.append(run_candidate(bench, cid, built[cid], sched))
-        if cid == "default" and runs[-1].status != "OK":
-            raise IcoforgeError(f"tune: the default schedule itself failed ({runs[-1].status}: {runs[-1].detail})")
+    with measuring():
+        for i, (cid, sched) in enumerate(candidates.items()):
+            progress(f"candidate {cid}", i, total)
+            runs.append(run_candidate(bench, cid, built[cid], sched))
+            if cid == "default" and runs[-1].status != "OK":
+                raise IcoforgeError(f"tune: the default schedule itself failed ({runs[-1].status}: {runs[-1].detail})")
 
     picks = pick_per_kernel(runs, min_gain)
     tuned = ProgramSchedule(default=base, per_kernel={p.kernel: p.schedule for p in picks if p.best_id != "default"})
     progress("the picks together", total - 1, total)
-    final = run_candidate(bench, "tuned", build_candidate(pir, target.vendor, tuned), base)
+    combined = build_candidate(pir, target.vendor, tuned)
+    with measuring():
+        final = run_candidate(bench, "tuned", combined, base)
     progress("done", total, total)
     if final.status != "OK":  # each pick passed alone: together they must too
         raise IcoforgeError(f"tune: the combined schedule failed ({final.status}: {final.detail})")
@@ -348,6 +354,7 @@ def tune_suite_program(
     name: str, grid: Any, backend: str = "icoforge-cuda", space: str = "quick", *, repeat: int = 20,
     seed: int = 0, min_gain: float = 0.03, progress: Progress = lambda what, done, total: None, jobs: int = 1,
     static_values: Mapping[str, str] | None = None,
+    measuring: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
 ) -> TuneResult:  # fmt: skip
     """Tune suite program `name` on `grid` (an icoforge grid) with the suite's random inputs and
     static scalars, as `icoforge run` compiles it. `static_values` (NAME -> text) replace static
@@ -368,7 +375,7 @@ def tune_suite_program(
     result = tune_program(
         pir, args, grid.connectivities, outputs, tuple(info.inouts), target,
         candidates(target.vendor, space), repeat=repeat, min_gain=min_gain,
-        progress=progress, program=name, grid=grid.name, levels=int(grid.num_levels), jobs=jobs,
+        progress=progress, program=name, grid=grid.name, levels=int(grid.num_levels), jobs=jobs, measuring=measuring,
     )  # fmt: skip
     return dataclasses.replace(result, static_values=tuple(sorted((static_values or {}).items())))
 

@@ -33,6 +33,7 @@ def test_list_filters_by_name(capsys):
         (["run", "compute_airmass", "--static-value", "nflatlev=3"], "its scalars: horizontal_start"),
         (["run", "compute_hydrostatic_correction_term", "--static-value", "vertical_end=ten"], "'ten' is not a int32"),
         (["run", "compute_hydrostatic_correction_term", "--static-value", "vertical_end", "--grid", "R2B3"], "NAME=VALUE"),
+        (["run", "compute_airmass", "--gpu-lock", "/no/such/dir/gpu.lock"], "--gpu-lock /no/such/dir/gpu.lock"),
     ],
 )
 def test_run_refuses_bad_arguments_in_one_line(argv, message, capsys):
@@ -98,3 +99,45 @@ def test_run_with_a_static_value_compiles_that_variant(tiny_grid, capsys):
     assert "static scalars: icon4py vertical_start=8" in out
     variant = _row(out, "embedded")
     assert variant[5] != suite[5] and variant[6].startswith("PASS")  # other outputs, verified alike
+
+
+def test_run_holds_the_gpu_lock_while_the_calls_run_not_while_compiling(tiny_grid, tmp_path, capsys, monkeypatch):
+    """--gpu-lock PATH (parallel `run` processes on one GPU, scripts/device/run_verify_sweep.sh): every
+    call of the program (first, warm-up, timed) runs while PATH is flocked, its compile does not."""
+    import fcntl
+    import os
+
+    from icoforge.suite import runner
+
+    path = tmp_path / "gpu.lock"
+
+    def locked() -> bool:  # another open file description: flock conflicts even within this process
+        fd = os.open(path, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # releases the test's own lock, if it got one
+
+    seen = []
+    real_prepare = runner.prepare
+
+    def prepare(*args, **kwargs):
+        seen.append(("compile", locked()))
+        call, compile_s = real_prepare(*args, **kwargs)
+
+        def observed(call_args):
+            seen.append(("call", locked()))
+            return call(call_args)
+
+        return observed, compile_s
+
+    monkeypatch.setattr(runner, "prepare", prepare)
+    argv = ["run", "compute_airmass", "--grid", "R2B3", "--levels", "10", "--backend", "embedded", "--repeat", "2",
+            "--gpu-lock", str(path)]  # fmt: skip
+    assert main(argv) == 0
+    assert seen == [("compile", False)] + [("call", True)] * 4  # first call, one warm-up, two timed
+    assert "embedded: GPU lock acquired after" in capsys.readouterr().out
+    assert not locked()  # released at the end

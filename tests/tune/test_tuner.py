@@ -111,6 +111,39 @@ def test_picks_are_handed_out_only_when_faster_together(monkeypatch, tuned_us, k
     assert result.to_json()["kept_default"] is kept_default
 
 
+def test_every_run_is_inside_measuring_and_no_code_generation_is(monkeypatch):
+    """`measuring` (`icoforge tune --gpu-lock`: parallel processes time one at a time) is held
+    while candidates run, never while their code is generated or compiled."""
+    import contextlib
+
+    from icoforge.tune import tuner
+
+    inside, events = [False], []
+
+    @contextlib.contextmanager
+    def measuring():
+        inside[0] = True
+        yield
+        inside[0] = False
+
+    def run(bench, cid, artifact, sched):
+        events.append(("run", cid, inside[0]))
+        return CandidateRun(cid, sched, "OK", whole=Stats((1e-4,)), kernels={"a": Stats((1e-4,))})
+
+    def build(pir, vendor, sched):
+        events.append(("build", inside[0]))
+        return object()
+
+    monkeypatch.setattr(tuner, "run_candidate", run)
+    monkeypatch.setattr(tuner, "build_candidate", build)
+    monkeypatch.setattr(tuner, "_Bench", lambda *args: None)
+    base = VENDOR_DEFAULTS["cuda"]
+    tune_program(types.SimpleNamespace(name="p"), {}, {}, (), (), Target("cuda", True),
+                 {"default": base, "x": base.replace(k_per_thread=2)}, measuring=measuring)  # fmt: skip
+    assert events == [("build", False), ("build", False), ("run", "default", True), ("run", "x", True),
+                      ("build", False), ("run", "tuned", True)]  # fmt: skip
+
+
 # --- the whole search, through the CPU emulation of the CUDA code -------------------------------
 
 
@@ -285,9 +318,13 @@ def test_tune_command_tunes_several_programs_into_one_schedule_file(tiny_grid, t
     out, js, md = tmp_path / "s.json", tmp_path / "t.json", tmp_path / "t.md"
     programs = ["compute_hydrostatic_correction_term", "compute_exner_from_rhotheta"]
     argv = ["tune", *programs, "--grid", "R2B3", "--levels", "10", "--backend", "icoforge-emulated-cuda",
-            "--repeat", "1", "--out", str(out), "--json", str(js), "--markdown", str(md)]  # fmt: skip
+            "--repeat", "1", "--out", str(out), "--json", str(js), "--markdown", str(md),
+            "--gpu-lock", str(tmp_path / "gpu.lock")]  # fmt: skip
     assert main(argv) == 0
-    text = capsys.readouterr().out
+    text, err = capsys.readouterr()
+    # the lock taken around each program's candidate runs, then around the picks together
+    for p in programs:
+        assert err.count(f"icoforge-emulated-cuda: GPU lock acquired after 0.0 s (tune {p})") == 2, err
     results = json.loads(js.read_text())["results"]
     assert [r["program"] for r in results] == programs and all(r["emulated"] for r in results)
     kernels = [p["kernel"] for r in results for p in r["picks"]]
