@@ -1,6 +1,7 @@
 """icon4py dycore programs through the icoforge backend, against GT4Py's gtfn_cpu, on a real ICON
 grid with an odd level count. The full set (78 programs) runs on the device machine
-(scripts/device/gpu_verify_and_bench.py); CI checks a subset covering every construct."""
+(`icoforge verify-all --backend icoforge-cuda`, scripts/device/run_verify_sweep.sh); CI checks a subset
+covering every construct."""
 
 from __future__ import annotations
 
