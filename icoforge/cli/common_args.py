@@ -27,7 +27,11 @@ def schedule(p: argparse.ArgumentParser) -> None:
 def gpu_lock(p: argparse.ArgumentParser, held: str) -> None:
     """--gpu-lock PATH (granule.gpulock.GpuLock) of `greenline`, `roofline`, `run` and `tune`; `held`:
     when the command holds it."""
-    p.add_argument("--gpu-lock", metavar="PATH", help=f"hold an exclusive flock on PATH (created if missing) {held}")
+    p.add_argument(
+        "--gpu-lock", metavar="PATH",
+        help=f"hold an exclusive flock on PATH (created if missing) {held}; processes given the same PATH "
+        "(greenline, roofline, run, tune) time one at a time",
+    )  # fmt: skip
 
 
 def open_gpu_lock(args: argparse.Namespace, log: Callable[[str], None]) -> Any:

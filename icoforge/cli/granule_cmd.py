@@ -87,8 +87,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="verify every backend against a recorded fingerprint (see --save-reference)",
     )  # fmt: skip
     common_args.gpu_lock(
-        p, "during each backend's verification, timed and profiled steps, shared while setting up: parallel runs "
-        "(one backend each) measure one at a time, never while another one compiles",
+        p, "during each backend's verification, timed and profiled steps, and shared while setting up: parallel "
+        "runs (one backend each) never measure while another one compiles",
     )  # fmt: skip
     common_args.schedule(p)
     _output_arguments(p)

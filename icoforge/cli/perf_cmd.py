@@ -64,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     common_args.gpu_lock(
         p, "while timing (greenline: steps, kernel timing and copy ceiling, not the setup; one program: the whole "
-        "measurement), as `icoforge greenline --gpu-lock`",
+        "measurement)",
     )  # fmt: skip
     p.set_defaults(func=cmd_roofline)
 

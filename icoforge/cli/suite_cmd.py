@@ -53,10 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--atol", type=float, default=None,
         help="absolute tolerance of --compare (default: 1e-12 x each output's largest value)",
     )  # fmt: skip
-    common_args.gpu_lock(
-        p, "while each backend's calls run (first, warm-up, timed), not while it compiles: processes given "
-        "the same PATH (run, tune, greenline, roofline) time one at a time",
-    )  # fmt: skip
+    common_args.gpu_lock(p, "while each backend's calls run (first, warm-up, timed), not while it compiles")
     p.set_defaults(func=cmd_run)
 
 

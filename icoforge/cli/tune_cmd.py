@@ -43,10 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="FILE", help="write (or merge into) this schedule file")
     p.add_argument("--json", metavar="FILE", help="write every candidate's times and the picks as JSON")
     p.add_argument("--markdown", metavar="FILE", help="write the tables as Markdown (for benchmarks/)")
-    common_args.gpu_lock(
-        p, "while a program's candidates run (after they compile): processes given the same PATH (run, tune, "
-        "greenline, roofline) time one at a time",
-    )  # fmt: skip
+    common_args.gpu_lock(p, "while a program's candidates run, not while they compile")
     p.set_defaults(func=cmd_tune)
 
 
