@@ -109,7 +109,7 @@ def test_run_prints_a_line_per_step_when_piped(tiny_grid, monkeypatch, capsys):
     """Each backend's phases (compiling can take minutes) as plain lines; run_program is replaced."""
     import icoforge.suite.runner as runner
 
-    def fake_run(info, name, grid, seed, repeat, *, static_params, static_values, on_status):
+    def fake_run(info, name, grid, seed, repeat, *, static_params, static_values, on_status, measuring):
         for phase in ("building inputs", "compiling", "running"):
             on_status(f"{phase} {info.name} for {name}")
         return SimpleNamespace(
