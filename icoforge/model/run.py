@@ -143,30 +143,18 @@ def _initial_states(drv: Any, allocator: Any) -> Any:
         if config.nonhydrostatic is not None
         else None
     )
+    # what icon4py's initial condition and its driver states both take (run_driver passes the same)
+    shared = dict(
+        grid=grid, static_fields=drv.static_field_factories, backend=drv.backend, exchange=drv.exchange,
+        prognostic_state_now=prognostic_now, tracer_state_now=tracer_now, solve_nonhydro_diagnostic_state=nonhydro_diagnostic,
+    )  # fmt: skip
     initial_condition.create(
-        config=config.initial_condition,
-        vertical_config=config.vertical_grid,
-        grid=grid,
-        static_fields=drv.static_field_factories,
-        prognostic_state_now=prognostic_now,
-        tracer_state_now=tracer_now,
-        solve_nonhydro_diagnostic_state=nonhydro_diagnostic,
-        backend=drv.backend,
-        exchange=drv.exchange,
-        global_reductions=drv.global_reductions,
+        config=config.initial_condition, vertical_config=config.vertical_grid, global_reductions=drv.global_reductions, **shared
     )
     states = driver_states.assemble_driver_states(
-        grid=grid,
-        allocator=allocator,
-        backend=drv.backend,
-        exchange=drv.exchange,
-        static_fields=drv.static_field_factories,
-        prognostic_state_now=prognostic_now,
-        tracer_state_now=tracer_now,
-        diagnostic_state=diagnostic_state.initialize_diagnostic_state(grid=grid, allocator=allocator),
-        experiment_config=config,
-        solve_nonhydro_diagnostic_state=nonhydro_diagnostic,
-    )
+        allocator=allocator, experiment_config=config,
+        diagnostic_state=diagnostic_state.initialize_diagnostic_state(grid=grid, allocator=allocator), **shared,
+    )  # fmt: skip
     driver_utils.validate_granule_state_consistency(config=config, granules=drv.granules, states=states)
     return states
 
