@@ -135,8 +135,8 @@ def _meta(args: argparse.Namespace, cfg, backend) -> dict:
 
 def _cache_state() -> dict:
     """Entries in the compile caches when the run began (none anywhere: a cold time to the first
-    step): icoforge's per kind, GT4Py's build cache ($GT4PY_BUILD_CACHE_DIR, when persistent),
-    CuPy's kernel cache."""
+    step): icoforge's per kind, GT4Py's build cache (when persistent: GT4Py's
+    `config.BUILD_CACHE_DIR`, i.e. $GT4PY_BUILD_CACHE_DIR/.gt4py_cache), CuPy's kernel cache."""
     from icoforge.cache import cache_root
 
     def count(path: pathlib.Path) -> int:
@@ -144,8 +144,10 @@ def _cache_state() -> dict:
 
     root = cache_root()
     out = {f"icoforge {d.name}": count(d) for d in sorted(root.iterdir()) if d.is_dir() and d.name not in ("grids", "granule-fields")}
-    if os.environ.get("GT4PY_BUILD_CACHE_LIFETIME", "").lower() == "persistent" and os.environ.get("GT4PY_BUILD_CACHE_DIR"):
-        out["gt4py"] = count(pathlib.Path(os.environ["GT4PY_BUILD_CACHE_DIR"]))
+    from gt4py.next import config as gt4py_config
+
+    if gt4py_config.BUILD_CACHE_LIFETIME.name == "PERSISTENT":  # else a fresh session directory: nothing held
+        out["gt4py"] = count(pathlib.Path(gt4py_config.BUILD_CACHE_DIR))  # $GT4PY_BUILD_CACHE_DIR/.gt4py_cache
     out["cupy"] = count(pathlib.Path(os.environ.get("CUPY_CACHE_DIR", pathlib.Path.home() / ".cupy" / "kernel_cache")))
     return out
 

@@ -126,7 +126,7 @@ def _warm_notes(records: list[dict[str, Any]]) -> list[str]:
         held = {k: n for k, n in (r.get("cache_entries_at_start") or {}).items() if n}
         if held:
             text = f"{r['backend']}: warm caches at the start (" + ", ".join(f"{k} {n}" for k, n in held.items()) + ")"
-            out += textwrap.wrap(text, WIDTH, subsequent_indent="  ")
+            out += textwrap.wrap(text, WIDTH, subsequent_indent="  ", break_on_hyphens=False)
     return [""] + out if out else []
 
 
