@@ -88,14 +88,18 @@ def cmd_model(args: argparse.Namespace) -> int:
     if args.warmup < 0 or args.component_steps < 0:
         raise IcoforgeError("--warmup and --component-steps take a count >= 0")
     lock = common_args.open_gpu_lock(args, say)
+    # the record first: a run stopped while it still builds its configuration leaves its time too
+    record = timing.Record(args.backend, {"grid": args.grid, "levels": args.levels}, warmup=args.warmup,
+                           process_start=process_start, path=args.json)  # fmt: skip
+    record.phase("configuration ...")
     grid_file = resolve_grid_path(args.grid)
     run.quiet_icon4py(args.verbose)
     with tempfile.TemporaryDirectory(prefix="icoforge-model-") as tmp, contextlib.ExitStack() as stack:
-        waited = stack.enter_context(lock.hold(args.backend, "model run")) if lock else 0.0
+        record.lock_wait_s = stack.enter_context(lock.hold(args.backend, "model run")) if lock else 0.0
         cfg = _config(args, pathlib.Path(tmp) / "output")
         _print_config(cfg, args, grid_file)
-        record = timing.Record(args.backend, _meta(args, cfg, backend), warmup=args.warmup, process_start=process_start,
-                               lock_wait_s=waited, path=args.json)  # fmt: skip
+        record.meta = _meta(args, cfg, backend)
+        record.t_start = time.time()  # the driver's setup begins
         record.write()
 
         def progress(message: str) -> None:

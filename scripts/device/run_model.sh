@@ -63,8 +63,13 @@ $PY -c 'import sys; from icoforge.grids import resolve_grid_path; print(resolve_
 # first backend's time from process start does not pay for what the later ones find ready
 $PY -c 'import icoforge.cli.model_cmd, icoforge.model.run, icon4py.model.driver.driver, icon4py.model.common.model_options' \
   && stamp "imports compiled"
-deadline $END_S "icoforge model --experiment" &
+# the deadline stops only this call's runs: the pattern names its $OUT (a dry run here shares the
+# machine with others' runs of the same verb); the trap stops the deadline's loop whatever ends this
+# script (2026-12-06: an earlier version, ended by a syntax error, left it running and stopping
+# every `icoforge model --experiment` on the workstation for minutes)
+deadline $END_S "icoforge model --experiment .* --json $OUT/model-" &
 KILLER=$!
+trap 'stop_bg $KILLER' EXIT
 for b in ${BACKENDS:-icoforge-cuda dace_gpu gtfn_gpu}; do
   left=$(( END_S - ($(date +%s) - ICF_T0) ))
   if [ $left -le 5 ]; then stamp "$b: not run (no time left)"; continue; fi
@@ -89,9 +94,10 @@ for f in $(ls -r $RUNS/*-model-*-$TAG.json 2>/dev/null); do
   case " ${BACKENDS:-icoforge-cuda dace_gpu gtfn_gpu} ${SEEN:-} " in *" $b "*) continue;; esac
   SEEN="${SEEN:-} $b"; cp $f $OUT/earlier-$(basename $f); MERGE+=($OUT/earlier-$(basename $f))
 done
-{
-  $PY -m icoforge model --merge "${MERGE[@]}"
-  echo; echo "records: ${MERGE[*]##*/}"
-} > $OUT/model.md 2>&1
+if [ ${#MERGE[@]} -gt 0 ]; then
+  { $PY -m icoforge model --merge "${MERGE[@]}"; echo; echo "records: ${MERGE[*]##*/}"; } > $OUT/model.md 2>&1
+else
+  echo "no records: no run began" > $OUT/model.md
+fi
 for f in $OUT/model-*.log; do echo "--- $f"; grep -E "Error|error:|Traceback" $f | head -3; done
 cat $OUT/model.md
