@@ -19,6 +19,13 @@ source scripts/device/lib.sh
 set -u
 export PYTHONUNBUFFERED=1
 export GT4PY_BUILD_CACHE_LIFETIME=persistent GT4PY_BUILD_CACHE_DIR=/tmp/gt4py-cache
+# icon4py.testing.config computes its default data path as the 6th parent of its own file (a source
+# checkout's root) even where ICON4PY_TEST_DATA_PATH is set: installed at /tmp/site/icon4py/... that
+# parent does not exist (IndexError: 6). The wheels are imported from a deeper copy of /tmp/site.
+DEEP_SITE=/tmp/icon4py-site/a/b/site
+[ -d $DEEP_SITE ] || { mkdir -p $(dirname $DEEP_SITE) && cp -a /tmp/site $DEEP_SITE; }
+export PYTHONPATH=$DEEP_SITE:$PYTHONPATH ICON4PY_TEST_DATA_PATH=/tmp/icon4py-testdata
+mkdir -p $ICON4PY_TEST_DATA_PATH
 read -r GRID LEVELS <<< "${CONFIG:-REGIONAL 80}"
 TESTS=$PWD/.icon4py-tests
 [ -f $TESTS/pyproject.toml ] || { echo "no .icon4py-tests: run scripts/device/carry_icon4py_tests.sh and carry it"; exit 1; }
