@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from icoforge.backend.runtime.emulate import load_emulated, make_emulated_backend
+from icoforge.backend.runtime.emulate import emulated_allocator, load_emulated, make_emulated_backend
 from icoforge.backend.runtime.gpu import gpu_artifact
 from icoforge.backend.runtime.precompile import program_ir
 from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule
@@ -74,7 +74,7 @@ def emulated(vendor: str, schedule: Schedule, thread_order: str = "forward") -> 
         names = [p.name for p in info.params]
         return lambda a: program(*[a[n] for n in names], offset_provider=grid.connectivities)
 
-    return CustomBackend(f"emulated-{vendor}", prepare, allocator=np)
+    return CustomBackend(f"emulated-{vendor}", prepare, allocator=emulated_allocator())
 
 
 def check(
@@ -210,3 +210,50 @@ def test_planted_faults_in_the_emulated_output_or_the_reference_fail_the_gt4py_c
         else:
             d["sums"]["sum"] += 1e-9 * d["sums"]["abs"]
         assert not refs.check_program(info, backend, grid, wrong, run=lambda *a: real).passed, where
+
+
+def test_a_field_laid_out_unlike_its_stride_set_is_refused_not_misaddressed(grid, monkeypatch):
+    """The kernels address the fields of one dims and dtype with one set of strides (issue 50,
+    codegen/cuda.py `stride_sets`): `z_theta_v_fl_e` planted with the values of a GT4Py field but
+    its levels further apart than `mass_fl_e`'s (GT4Py pads them to 64 bytes) is refused before any launch, naming
+    both. Without the host check (its `_shared` made to pass the first member's strides
+    unchecked) the same call computes wrong results: the check is what keeps it correct."""
+    import gt4py.next as gtx
+    from gt4py.next.embedded.nd_array_field import NumPyArrayField
+
+    from icoforge.backend.runtime import host_checks
+    from icoforge.errors import CallArgumentError
+    from icoforge.suite.inputs import make_inputs
+    from icoforge.suite.verify import run_once
+
+    name = "compute_divergence_of_fluxes_of_rho_and_theta"
+    info = get_program(name)
+    args = make_inputs(info, grid, seed=3, allocator=emulated_allocator())
+    expected = run_once(info, "icoforge-cpu", grid, args, "none")
+    good = args["z_theta_v_fl_e"]
+    n_h, n_k = good.ndarray.shape
+    shared = args["mass_fl_e"].ndarray.strides[1] // 8  # the Edge_K set's level stride: the first member's
+    padded = np.zeros((n_k, n_h + 32))  # the same values, levels n_h + 32 > `shared` elements apart
+    assert n_h <= shared < n_h + 32
+    padded[:, :n_h] = good.ndarray.T
+    planted = {**args, "z_theta_v_fl_e": NumPyArrayField.from_array(padded[:, :n_h].T, domain=good.domain)}
+    assert np.array_equal(planted["z_theta_v_fl_e"].asnumpy(), good.asnumpy())
+
+    def call(a):
+        a = {**a, **{o: gtx.as_field(a[o].domain, a[o].asnumpy(), allocator=emulated_allocator()) for o in info.outputs}}
+        emulated("cuda", VENDOR_DEFAULTS["cuda"]).prepare(info, grid, a)(a)
+        return {o: a[o].asnumpy() for o in info.outputs}
+
+    for o, v in call(args).items():  # laid out alike: the CPU target's results, bit for bit
+        assert np.array_equal(v, expected[o], equal_nan=True), o
+    with pytest.raises(CallArgumentError, match=r"comp_dive_flux_rho_thet_k0: fields 'mass_fl_e' and 'z_theta_v_fl_e' have "
+                       rf"the same dims and dtype but strides \(1, {shared}\) and \(1, {n_h + 32}\) \(elements\)"):  # fmt: skip
+        call(planted)
+
+    def unchecked(kernel, arrays, unit=None):
+        strides = arrays[0][1][1:]
+        return strides if unit is None else strides[: unit[0]] + strides[unit[0] + 1 :]
+
+    monkeypatch.setattr(host_checks, "_shared", unchecked)  # the host plan imports it when it is loaded
+    wrong = call(planted)
+    assert not all(np.array_equal(wrong[o], expected[o], equal_nan=True) for o in info.outputs)

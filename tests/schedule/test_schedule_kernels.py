@@ -143,7 +143,7 @@ def test_k_invariant_loads_leave_the_level_loop_when_a_thread_walks_levels(repre
     assert "geofac_div_h0" not in one  # k_per_thread 1: nothing to save, code as before
     src = gpu_artifact(prog, "cuda", ProgramSchedule(Schedule(k_per_thread=4))).module_source
     head, loop = src.split("for (long long k = k_first; k < k_last; ++k) {")
-    assert "const double geofac_div_h0 = geofac_div[i * geofac_div_s0];" in head
+    assert "const double geofac_div_h0 = geofac_div[i];" in head
     assert "const int C2E_2 = C2E[" in head
     assert "geofac_div[" not in loop, "a k-invariant load stayed in the level loop"
 
@@ -176,7 +176,7 @@ def test_index_bits_32_uses_int_everywhere(kind_irs):
     src = gpu_artifact(kind_irs["chained"], "cuda", ProgramSchedule(Schedule(index_bits=32, k_per_thread=2))).module_source
     text = kernel_sources(src)["chained_k0"]
     assert "long long" not in text
-    assert "const int c_s0" in text and "const int i = " in text
+    assert "const int Cell_K_s1" in text and "const int i = " in text
 
 
 # --- host plan ------------------------------------------------------------------------------------
@@ -217,12 +217,15 @@ def fake_field(shape, strides):
     return SimpleNamespace(ndarray=SimpleNamespace(shape=shape), domain=SimpleNamespace(ranges=ranges), strides=strides)
 
 
-def run_plan(program, schedule, c_strides, cells=5120, edges=7680, nk=10, kernels=None):
+def run_plan(program, schedule, c_strides, cells=5120, edges=7680, nk=10, kernels=None, out_strides=None):
+    """The plan of `chained` (kernel arguments: the pointers of c, out, C2E, E2C, then the strides
+    C2E_s0, C2E_s1, Cell_K_s1 (of c and out; Cell_K_s0 is 1) and E2C_s0, E2C_s1, then h0..k1);
+    `out` laid out as `c` unless `out_strides` says otherwise."""
     art = gpu_artifact(program, "cuda", ProgramSchedule(schedule))
     ns: dict = {}
     exec(compile(art.host_plan, "<plan>", "exec"), ns)
     c = fake_field((cells, nk), c_strides)
-    out = fake_field((cells, nk), (1, cells))
+    out = fake_field((cells, nk), out_strides or c_strides)
     op = {"C2E": fake_field((cells, 3), (3, 1)), "E2C": fake_field((edges, 2), (2, 1))}
     rt = FakeRuntime()
     ns["launch"]((c, out), op, kernels or {"chained_k0": "K"}, rt)
@@ -233,14 +236,14 @@ def test_host_plan_grid_and_32_bit_index_checks(kind_irs):
     prog = kind_irs["chained"]
     ((_, grid, block, args),) = run_plan(prog, Schedule(block=(64, 2), k_per_thread=4, h_per_thread=3), (1, 5120))
     assert grid == (-(-5120 // 192), 2, 1) and block == (64, 2, 1)
-    assert all(type(a) is np.int64 for a in args[1:3])
+    assert len(args) == 4 + 5 + 4 and all(type(a) is np.int64 for a in args[4:9])
     ((_, _, _, args),) = run_plan(prog, Schedule(index_bits=32), (1, 5120))
-    assert type(args[0]) is np.uint64 and all(type(a) is np.int32 for a in args[1:3])
+    assert all(type(a) is np.uint64 for a in args[:4]) and all(type(a) is np.int32 for a in args[4:9])
     huge = (1, 2**28)  # levels 2**28 elements apart: level 9 lies beyond 2**31
     with pytest.raises(ScheduleError, match=r"chained_k0: index_bits=32, but indices into c reach 2,684,359,680 .*index_bits=64"):
         run_plan(prog, Schedule(index_bits=32), huge)
     ((_, _, _, args),) = run_plan(prog, Schedule(index_bits=64), huge)
-    assert args[2] == 2**28
+    assert args[6] == 2**28  # Cell_K_s1
     with pytest.raises(ScheduleError, match=r"index_bits=32, but thread indices reach 2,147,483,648"):
         run_plan(prog, Schedule(index_bits=32), (1, 1), cells=2**31 - 16)
 
@@ -250,13 +253,66 @@ def test_auto_index_bits_launch_the_64_bit_twin_only_when_a_call_needs_it(kind_i
     art = gpu_artifact(prog, "cuda", ProgramSchedule(Schedule(index_bits="auto")))
     assert art.kernel_names == ("chained_k0", "chained_k0_w")
     sources = kernel_sources(art.module_source)
-    assert "long long" not in sources["chained_k0"] and "const long long c_s0" in sources["chained_k0_w"]
+    assert "long long" not in sources["chained_k0"] and "const long long Cell_K_s1" in sources["chained_k0_w"]
     kernels = {"chained_k0": "K32", "chained_k0_w": "K64"}
     ((kernel, _, _, args),) = run_plan(prog, Schedule(index_bits="auto"), (1, 5120), kernels=kernels)
-    assert kernel == "K32" and all(type(a) is np.int32 for a in args[1:3])
+    assert kernel == "K32" and all(type(a) is np.int32 for a in args[4:9])
     for strides, cells in (((1, 2**28), 5120), ((1, 1), 2**31 - 16)):  # field indices, thread indices
         ((kernel, _, _, args),) = run_plan(prog, Schedule(index_bits="auto"), strides, cells=cells, kernels=kernels)
-        assert kernel == "K64" and all(type(a) is np.int64 for a in args[1:3])
+        assert kernel == "K64" and all(type(a) is np.int64 for a in args[4:9])
+
+
+def test_fields_of_one_dims_and_dtype_pass_one_stride_set(kind_irs, representative_irs):
+    """Kernel arguments (issue 50): a pointer per array, then one stride set per dims and dtype of
+    the call's fields (temporaries per dims and horizontal range, each table its own), named after
+    it and printed with its members, the horizontal stride 1 written into the code; the kernel
+    addresses every member with it."""
+    from icoforge.backend.codegen.cuda import kernel_param_order, stride_sets
+
+    prog = kind_irs["chained"]
+    k = kernel(prog)
+    assert [(st.name, st.members) for st in stride_sets(k, prog)] == [("C2E", ("C2E",)), ("Cell_K", ("c", "out")), ("E2C", ("E2C",))]
+    assert [st.unit for st in stride_sets(k, prog)] == [None, 0, None]  # a field's horizontal stride is 1; a table's passed
+    assert [kind for kind, _ in kernel_param_order(k, prog)] == ["field", "field", "table", "table", "strides", "strides", "strides"]
+    text = kernel_sources(gpu_artifact(prog, "cuda", ProgramSchedule(Schedule())).module_source)["chained_k0"]
+    assert "// Cell_K_s*: strides of c, out" in text and "// stride 1, not passed: the horizontal dimension" in text
+    assert "out[i + k * Cell_K_s1] = " in text and "Cell_K_s0" not in text and "c_s1" not in text and "out_s1" not in text
+    # the call's fields share by dims and dtype, temporaries (laid out by the runtime) by dims and
+    # horizontal range, never with a field; every array of the kernel in exactly one set
+    prog = representative_irs["apply_divergence_damping_and_update_vn"]
+    temporaries = {t.name: t for t in prog.temporaries}
+    for k in prog.kernels():
+        sets = stride_sets(k, prog)
+        for st in sets:
+            if st.members[0] in {t.name for t in prog.tables}:
+                assert st.members == (st.name,)
+                continue
+            fields = [prog.field(m) for m in st.members]
+            if st.name.startswith("tmp_"):
+                assert {m in temporaries for m in st.members} == {True}
+                assert len({(f.dims, f.domain.h_start, f.domain.h_end) for f in fields}) == 1
+            else:
+                assert not temporaries.keys() & set(st.members) and len({(f.dims, f.dtype) for f in fields}) == 1
+        members = [m for st in sets for m in st.members]
+        assert sorted(members) == sorted({*k.fields_read(), *k.fields_written(), *k.tables_used()})
+        assert len(sets) == len({st.name for st in sets})
+
+
+def test_fields_of_one_stride_set_laid_out_differently_are_refused(kind_irs):
+    """The host plan checks every call that a stride set's fields have its strides and a
+    contiguous horizontal dimension: a field laid out otherwise is a clear error, never addressed
+    with another field's strides or with stride 1."""
+    from icoforge.errors import CallArgumentError
+
+    prog = kind_irs["chained"]
+    kernels = {"chained_k0": "K", "chained_k0_w": "W"}
+    for bits in (64, 32, "auto"):
+        with pytest.raises(CallArgumentError, match=r"chained_k0(_w)?: fields 'c' and 'out' have the same dims and dtype but "
+                           r"strides \(1, 5120\) and \(1, 6000\) \(elements\).*laid out alike"):
+            run_plan(prog, Schedule(index_bits=bits), (1, 5120), out_strides=(1, 6000), kernels=kernels)
+        with pytest.raises(CallArgumentError, match=r"chained_k0(_w)?: field 'out' has stride 10 along Cell; the GPU kernels "
+                           r"take fields whose Cell dimension is contiguous \(stride 1\)"):
+            run_plan(prog, Schedule(index_bits=bits), (1, 5120), out_strides=(10, 1), kernels=kernels)
 
 
 def test_a_64_bit_twin_counts_and_is_timed_as_its_kernel():

@@ -247,17 +247,26 @@ class EmulatedExecutor:
         return EmulatedArtifact(self.gpu(inp))
 
 
+def emulated_allocator():
+    """The emulated backends' allocator: GT4Py's CPU allocator, which lays fields out as GT4Py's
+    GPU allocators do and as the kernels' stride sets take them (horizontal dimension contiguous,
+    fields of one dims and dtype alike; codegen/cuda.py `stride_sets`). NumPy arrays of another
+    layout are refused by the host plan."""
+    from gt4py.next import custom_layout_allocators as allocators
+
+    return allocators.StandardCPUFieldBufferAllocator()
+
+
 def make_emulated_backend(vendor: str = "cuda", schedule: ProgramSchedule | None = None):
     """A GT4Py backend whose programs run the generated CUDA/HIP code by CPU emulation (NumPy
     memory): GT4Py programs with static arguments, e.g. the granule's variants, then go
     through exactly the GPU path (schedules, kernel fusion, shared-memory staging, host plan) on a
     machine without GPU."""
     from gt4py.next import backend as gt_backend
-    from gt4py.next import custom_layout_allocators as allocators
 
     return gt_backend.Backend(
         name=f"icoforge_emulated_{vendor}",
         executor=EmulatedExecutor(GPUExecutor(vendor, schedule or default_program_schedule(vendor))),
-        allocator=allocators.StandardCPUFieldBufferAllocator(),
+        allocator=emulated_allocator(),
         transforms=gt_backend.DEFAULT_TRANSFORMS,
     )

@@ -17,18 +17,43 @@ def _reach(view, ranges):
     return sum(max(abs(lo), abs(hi)) * abs(int(s)) for (lo, hi), s in zip(ranges, view[1:]))
 
 
-def _as32(view):
-    return (view[0], *(np.int32(s) for s in view[1:]))
+def _as32(strides):
+    return tuple(np.int32(s) for s in strides)
 
 
-def _idx32(kernel, name, view, ranges):
-    """`view` with 32-bit strides for an index_bits=32 kernel, refused if an index could overflow."""
-    largest = _reach(view, ranges)
-    if largest > I32_MAX:
-        raise ScheduleError(
-            f"{kernel}: index_bits=32, but indices into {name} reach {largest:,} (> 2**31 - 1): use index_bits=64"
-        )
-    return _as32(view)
+def _idx32(kernel, arrays):
+    """An index_bits=32 kernel: refused if an index into any array could overflow ((name, view,
+    ranges) per array)."""
+    for name, view, ranges in arrays:
+        largest = _reach(view, ranges)
+        if largest > I32_MAX:
+            raise ScheduleError(
+                f"{kernel}: index_bits=32, but indices into {name} reach {largest:,} (> 2**31 - 1): use index_bits=64"
+            )
+
+
+def _shared(kernel, arrays, unit=None):
+    """The strides a stride set passes ((name, view) per member; codegen/cuda.py `stride_sets`):
+    the kernel addresses every member with the first one's, and with stride 1 along dimension
+    `unit` ((index, name) or None), which it is not passed. A member laid out otherwise is refused
+    here, never addressed wrongly."""
+    first, view = arrays[0]
+    strides = view[1:]
+    for name, other in arrays:
+        if name != first and other[1:] == strides:  # the common case: laid out as the first
+            continue
+        if unit is not None and other[1 + unit[0]] != 1:
+            raise CallArgumentError(
+                f"{kernel}: field {name!r} has stride {int(other[1 + unit[0]])} along {unit[1]}; the GPU kernels take "
+                f"fields whose {unit[1]} dimension is contiguous (stride 1), as GT4Py's allocators lay them out"
+            )
+        if other[1:] != strides:
+            raise CallArgumentError(
+                f"{kernel}: fields {first!r} and {name!r} have the same dims and dtype but strides "
+                f"{tuple(int(x) for x in strides)} and {tuple(int(x) for x in other[1:])} (elements); the GPU "
+                "kernels take one set of strides for such fields: pass fields laid out alike (as GT4Py's allocators do)"
+            )
+    return strides if unit is None else strides[: unit[0]] + strides[unit[0] + 1 :]
 
 
 def _require(kernel, name, dim, have, lo, hi):
