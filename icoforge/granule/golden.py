@@ -106,13 +106,19 @@ def plant_one_point_fault(
     """Planted fault for the granule checks (issue 51 item 5), the same for every granule: copies
     of `results` with one point of `results[substep][field]` moved by rel * max|x|, the point the
     projections of `version` weigh least -- the hardest single point for the check to see; it is
-    never one of the sampled points (checked). Returns the copies and the flat index moved."""
+    never one of the sampled points (checked). Returns the copies and the flat index moved (C
+    order, as the projections and samples count points: whatever the arrays' memory layout -- the
+    granules' live fields are not C-contiguous, where `.reshape(-1)` is a copy and a fault written
+    through it was lost)."""
     x = np.asarray(results[substep][field])
     point = int(np.argmin(_point_weights(field, x.shape, version)))
     if point in set(_sample_positions(field, x).tolist()):
         raise ValueError(f"{field}: the least-weighted point {point} is sampled; plant the fault elsewhere")
     wrong = [{k: np.array(a, copy=True) for k, a in r.items()} for r in results]
-    wrong[substep][field].reshape(-1)[point] += rel * float(np.max(np.abs(x)))
+    wrong[substep][field][np.unravel_index(point, x.shape)] += rel * float(np.max(np.abs(x)))
+    moved = np.flatnonzero((np.asarray(wrong[substep][field]) != x).reshape(-1))
+    if moved.tolist() != [point]:  # (a fault too small to change the value, or written elsewhere)
+        raise ValueError(f"{field}: the planted fault moved points {moved.tolist()[:5]}, not just {point}")
     return wrong, point
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from icoforge import settings
+from icoforge.model import timing
 
 BUSY_WORKER_FRACTION = 0.05
 Progress = Callable[[str], None]
@@ -35,6 +36,8 @@ class StepTime:
     index: int  # 1-based
     seconds: float
     worker_cpu_s: float  # CPU seconds of compile workers during the step
+    gc_ms: float = 0.0  # Python's garbage collector during the step
+    components: dict[str, float] | None = None  # seconds per component (timing.ComponentClock), if timed
 
     @property
     def worker_busy(self) -> bool:
@@ -49,17 +52,32 @@ class Session:
     states: Any
     setup_s: dict[str, float]
     steps: list[StepTime] = dataclasses.field(default_factory=list)
+    peer_options: dict[str, str] = dataclasses.field(default_factory=dict)  # program -> icon4py's options
+    gc_clock: Any = dataclasses.field(default_factory=lambda: timing.GcClock())
 
-    def step(self) -> StepTime:
+    def step(self, components: timing.ComponentClock | None = None) -> StepTime:
+        """One time step; with `components`, each granule call timed between device
+        synchronisations (which change the step: see `timing`)."""
         mtv = self.driver.model_time_variables
         mtv.n_time_steps = 1  # time_integration loops over n_time_steps: one step per call
         cpu0 = children_cpu_seconds()
-        t0 = time.perf_counter()
-        self.driver.time_integration(self.states)
-        seconds = time.perf_counter() - t0
-        record = StepTime(len(self.steps) + 1, seconds, max(0.0, children_cpu_seconds() - cpu0))
+        self.gc_clock.take()
+        with self.gc_clock.active(), components.active() if components else contextlib.nullcontext():
+            t0 = time.perf_counter()
+            self.driver.time_integration(self.states)
+            seconds = time.perf_counter() - t0
+        record = StepTime(len(self.steps) + 1, seconds, max(0.0, children_cpu_seconds() - cpu0), self.gc_clock.take(),
+                          components.take() if components else None)  # fmt: skip
         self.steps.append(record)
         return record
+
+    def component_clock(self) -> timing.ComponentClock:
+        """A clock for `step(components=...)` synchronising as icon4py's driver does at the end of
+        a step (`device_utils.sync` of its backend: CuPy's device synchronise on a GPU)."""
+        from icon4py.model.common.utils import device_utils
+
+        backend = self.driver.backend
+        return timing.ComponentClock(self.driver.granules, lambda: device_utils.sync(backend))
 
     @property
     def prognostics(self) -> Any:
@@ -101,19 +119,31 @@ def quiet_icon4py(verbose: bool) -> None:
         logging.basicConfig(format="icon4py: %(levelname)s %(message)s")
 
 
-def start(config: Any, grid_file: pathlib.Path, backend: Any, progress: Progress) -> Session:
+def start(config: Any, grid_file: pathlib.Path, backend: Any, progress: Progress, *,
+          per_program: bool = True, times: dict[str, float] | None = None) -> Session:  # fmt: skip
     """icon4py's driver set up as `run_driver` does before its time loop. `backend` is whatever
-    icoforge's registry returned for the name (a GT4Py backend, icon4py's descriptor, or None);
-    it goes through `model_options.customize_backend(program=None, ...)` as in icon4py's own
-    driver CLI (`icon4py.model.driver.main`): a GT4Py backend or None comes out unchanged, a
-    descriptor becomes icon4py's backend for the whole driver (its components cannot take the
-    descriptor itself: icon4py's geometry factory asks it for `.name`)."""
+    icoforge's registry returned for the name (a GT4Py backend, icon4py's descriptor, or None).
+
+    The driver itself (its field factories, initial condition, own programs) takes
+    `model_options.customize_backend(program=None, ...)`, as icon4py's driver CLI
+    (`icon4py.model.driver.main`) gives it: a GT4Py backend or None comes out unchanged, a
+    descriptor becomes one backend (its factories cannot take the descriptor itself: icon4py's
+    geometry factory asks it for `.name`). With a descriptor and `per_program` (the default), the
+    granules (SolveNonhydro, Diffusion, tracer advection, muphys) get the descriptor itself, so
+    every program they set up gets icon4py's per-program options (`setup_program` ->
+    `customize_backend(program, descriptor)`, as in icon4py's granule tests and benchmarks, and as
+    icoforge's peers everywhere: `icoforge.suite.peers`); icon4py's driver CLI gives them the one
+    backend instead (`per_program=False`). What icon4py logged per program is `Session.peer_options`.
+    `times` (filled as the phases end) may be the caller's, to see the phases while they run."""
     settings.prepare_openmp()
     from icon4py.model.common import model_backends, model_options
     from icon4py.model.common.decomposition import definitions as decomposition
     from icon4py.model.driver import driver, driver_utils
 
-    times: dict[str, float] = {}
+    from icoforge.suite import peers
+
+    times = {} if times is None else times
+    descriptor = backend if peers.is_descriptor(backend) and per_program else None
     backend = model_options.customize_backend(program=None, backend=backend)
     allocator = model_backends.get_allocator(backend)
     props = decomposition.get_process_properties(decomposition.get_runtype(with_mpi=False))
@@ -121,11 +151,50 @@ def start(config: Any, grid_file: pathlib.Path, backend: Any, progress: Progress
         manager = driver_utils.create_grid_manager(
             grid_file_path=grid_file, vertical_grid_config=config.vertical_grid, allocator=allocator, process_props=props
         )
-    with _phase("initialize_driver (static fields, granules: compiles)", times, progress):
+    with (
+        _phase("initialize_driver (static fields, granules: compiles)", times, progress),
+        peers.recording_options() as options,
+        _quiet_options_log(),
+        _granules_with(descriptor),
+    ):
         icon4py_driver = driver.initialize_driver(config=config, grid_manager=manager, process_props=props, backend=backend)
     with _phase("initial condition and driver states", times, progress):
         states = _initial_states(icon4py_driver, allocator)
-    return Session(icon4py_driver, states, times)
+    return Session(icon4py_driver, states, times, peer_options=dict(options))
+
+
+@contextlib.contextmanager
+def _quiet_options_log() -> Iterator[None]:
+    """`peers.recording_options` lowers icon4py's model_options logger to INFO to read its lines:
+    keep them off the console unless icon4py logs at INFO anyway (--verbose)."""
+    logger = logging.getLogger("icon4py.model.common.model_options")
+    propagate = logger.propagate
+    logger.propagate = logging.getLogger("icon4py").isEnabledFor(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.propagate = propagate
+
+
+@contextlib.contextmanager
+def _granules_with(descriptor: dict[str, Any] | None) -> Iterator[None]:
+    """While `initialize_driver` runs, its `driver_utils.initialize_granules` gets `descriptor` as
+    the granules' backend (nothing changes when None)."""
+    from icon4py.model.driver import driver_utils
+
+    if descriptor is None:
+        yield
+        return
+    original = driver_utils.initialize_granules
+
+    def initialize_granules(**kwargs: Any) -> Any:
+        return original(**{**kwargs, "backend": descriptor})
+
+    driver_utils.initialize_granules = initialize_granules
+    try:
+        yield
+    finally:
+        driver_utils.initialize_granules = original
 
 
 def _initial_states(drv: Any, allocator: Any) -> Any:
@@ -143,30 +212,18 @@ def _initial_states(drv: Any, allocator: Any) -> Any:
         if config.nonhydrostatic is not None
         else None
     )
+    # what icon4py's initial condition and its driver states both take (run_driver passes the same)
+    shared = dict(
+        grid=grid, static_fields=drv.static_field_factories, backend=drv.backend, exchange=drv.exchange,
+        prognostic_state_now=prognostic_now, tracer_state_now=tracer_now, solve_nonhydro_diagnostic_state=nonhydro_diagnostic,
+    )  # fmt: skip
     initial_condition.create(
-        config=config.initial_condition,
-        vertical_config=config.vertical_grid,
-        grid=grid,
-        static_fields=drv.static_field_factories,
-        prognostic_state_now=prognostic_now,
-        tracer_state_now=tracer_now,
-        solve_nonhydro_diagnostic_state=nonhydro_diagnostic,
-        backend=drv.backend,
-        exchange=drv.exchange,
-        global_reductions=drv.global_reductions,
+        config=config.initial_condition, vertical_config=config.vertical_grid, global_reductions=drv.global_reductions, **shared
     )
     states = driver_states.assemble_driver_states(
-        grid=grid,
-        allocator=allocator,
-        backend=drv.backend,
-        exchange=drv.exchange,
-        static_fields=drv.static_field_factories,
-        prognostic_state_now=prognostic_now,
-        tracer_state_now=tracer_now,
-        diagnostic_state=diagnostic_state.initialize_diagnostic_state(grid=grid, allocator=allocator),
-        experiment_config=config,
-        solve_nonhydro_diagnostic_state=nonhydro_diagnostic,
-    )
+        allocator=allocator, experiment_config=config,
+        diagnostic_state=diagnostic_state.initialize_diagnostic_state(grid=grid, allocator=allocator), **shared,
+    )  # fmt: skip
     driver_utils.validate_granule_state_consistency(config=config, granules=drv.granules, states=states)
     return states
 

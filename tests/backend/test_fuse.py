@@ -1,7 +1,8 @@
 """Kernel fusion (icoforge.backend.passes.fuse, the schedule knob `fuse`): which neighbouring kernels are
 fused and which must stay apart, variable clashes, the aliasing pairs it records; and the results
-of fused code against the CPU target: single programs with icon4py's static arguments and the
-whole granule, both through the CUDA code run by CPU emulation.
+of fused code, first against GT4Py's (stored gtfn_cpu outputs for single programs with icon4py's
+static arguments; the granule's recorded gtfn_cpu reference for the whole granule), then against
+the CPU target as a second opinion, both through the CUDA code run by CPU emulation.
 
 Which programs: the unit tests fuse small programs built here (two or three kernels) and assert
 the kernels left by name; the real-program tests name their programs and assert, before comparing
@@ -458,23 +459,40 @@ def test_fused_programs_on_the_gpu_agree_with_the_cpu_target(name, inline, tiny_
 
 
 @pytest.mark.slow
-def test_fused_granule_is_bit_identical_to_the_cpu_target(monkeypatch, icoforge_cache):
+def test_fused_granule_agrees_with_gtfn_cpu_and_the_cpu_target(monkeypatch, icoforge_cache):
     """Every program of the granule's variants with `fuse: *`, CUDA code by emulation, three
-    substeps from the same state: bit-identical to icoforge-cpu (R2B3/10). The variants bind
+    substeps from the same state: first against GT4Py -- the granule's recorded gtfn_cpu reference
+    (tests/granule/data/r2b3_l10_gtfn_cpu.json, programs and static fields by gtfn_cpu: the
+    unfused granule test's, with its per-point check, tests/granule_checks.py) -- then, as a
+    second opinion, bit-identical to icoforge-cpu (R2B3/10). The variants bind
     icon4py's static arguments, which makes kernels neighbours. And every substep run as one
     program fused across programs (backend/runtime/substep.py), each first run proven against the fused
     programs one by one (one granule for both: it takes minutes to build). Fusion shown: fewer
     kernels than the CPU target for compute_perturbed_quantities_and_interpolation, and fewer
-    kernels and bytes for every substep sequence fused across programs."""
-    from icoforge.granule.greenline import GreenlineOptions, run_greenline
+    kernels and bytes for every substep sequence fused across programs. Planted (2026-12-06, by a
+    pytest plugin wrapping verify.run_sequence, not kept): golden.plant_one_point_fault, 1e-10
+    max|x| on vn in the middle substep of icoforge-emulated-cuda's results, fails it at the gtfn_cpu
+    assertion (1.0e-10 > 5e-11)."""
+    import pathlib
 
+    from icoforge.granule import golden
+    from icoforge.granule.greenline import GreenlineOptions, run_greenline
+    from tests import granule_checks
+
+    reference = pathlib.Path(__file__).parents[1] / "granule" / "data" / "r2b3_l10_gtfn_cpu.json"
+    granule_checks.assert_independent(golden.load(reference))
     monkeypatch.setenv("ICOFORGE_SCHEDULE", '{"fuse": ["*"]}')
     opts = GreenlineOptions(grid="R2B3", levels=10, backends=("icoforge-cpu", "icoforge-emulated-cuda"), steps=1,
-                            warmup=0, profile_steps=1, verify=True, only_used_variants=True, substep_fusion=True)  # fmt: skip
+                            warmup=0, profile_steps=1, verify=True, only_used_variants=True, substep_fusion=True,
+                            reference_file=str(reference), rtol=granule_checks.RTOL)  # fmt: skip
     from icoforge.perf.model import sequence_bytes
 
     report = run_greenline(opts, byte_model=sequence_bytes)
-    (cmp,) = report.comparisons
+    cpu_vs_gt4py, fused_vs_gt4py, cmp = report.comparisons  # recorded first (every backend), then live
+    for c, backend in ((fused_vs_gt4py, "icoforge-emulated-cuda"), (cpu_vs_gt4py, "icoforge-cpu")):
+        assert (c.backend, c.reference) == (backend, "gtfn_cpu (recorded)")
+        assert c.passed, f"{backend} vs gtfn_cpu (recorded): {c.worst()}"
+    assert (cmp.backend, cmp.reference) == ("icoforge-emulated-cuda", "icoforge-cpu")  # the second opinion
     worst = cmp.worst()
     assert set(worst) == {"vn", "w", "rho", "exner", "theta_v"}
     assert cmp.passed and all(v == 0.0 for v in worst.values()), worst

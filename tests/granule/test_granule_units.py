@@ -555,6 +555,38 @@ def test_golden_fingerprint_detects_a_single_wrong_value(tmp_path, version):
     assert golden.check_inputs(data, {"grid": "X", "levels": 5}) == ["levels: recorded 4, now 5"]
 
 
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+def test_planted_one_point_fault_moves_one_point_whatever_the_layout(tmp_path, layout):
+    """golden.plant_one_point_fault on results laid out as the live granules' fields may be (not
+    C-contiguous: GT4Py's fields; before the fix, `.reshape(-1)` wrote the fault into a copy and
+    the slow test's planted fault on the live R2B3 state measured 0.0): exactly the point it
+    returns moves (C order, as the samples and projections count), and the check fails."""
+    from icoforge.granule import golden
+
+    def laid_out(a):
+        if layout == "F":
+            return np.asfortranarray(a)
+        if layout == "strided":
+            wide = np.zeros((a.shape[0], 2 * a.shape[1]))
+            wide[:, ::2] = a
+            return wide[:, ::2]
+        return a
+
+    results = [{k: laid_out(v) for k, v in r.items()} for r in _sequence()]
+    path = tmp_path / "ref.json"
+    golden.write(path, *_made_with("gtfn_cpu", "gtfn_cpu"), {"grid": "X"}, results, {})
+    data = golden.load(path)
+    assert golden.compare_golden(results, data, "x", 5e-11).passed
+    for field in ("vn", "theta_v"):
+        wrong, point = golden.plant_one_point_fault(results, 1, field, 1e-10)
+        moved = np.flatnonzero((wrong[1][field] != results[1][field]).reshape(-1))
+        assert moved.tolist() == [point] and all(
+            np.array_equal(w[k], r[k]) for i, (w, r) in enumerate(zip(wrong, results)) for k in r if (i, k) != (1, field)
+        )
+        cmp = golden.compare_golden(wrong, data, "x", 5e-11)
+        assert not cmp.passed and cmp.worst()[field] > 5e-11, cmp.worst()
+
+
 def test_compare_runs_substep_by_substep():
     a, b = _sequence(0), _sequence(0)
     b[2]["theta_v"][3, 1] *= 1 + 1e-6

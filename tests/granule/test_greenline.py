@@ -6,13 +6,21 @@ the granule (measured: see icoforge/granule/golden.py and the report of issue 6)
 backend fails on it (open UnitRange in concat_where, velocity advection), roundtrip_gtir fails
 (InfinityLiteral), and the Python roundtrip takes tens of minutes per substep. So
 `data/r2b3_l10_gtfn_cpu.json` holds gtfn_cpu's results (a fingerprint: extremes, samples, random
-projections of every field) from
+projections of every field), made by GT4Py from end to end -- the granule's programs and the
+static fields (icon4py's geometry, interpolation and metric factories) both by gtfn_cpu, as the
+file's `input_backends` say (written by golden.write from the objects the run used; issue 51
+item 2) -- from
 
-    icoforge greenline --grid R2B3 --levels 10 --backend gtfn_cpu --compare icoforge-cpu \\
-        --verify --only-used-variants --save-reference tests/granule/data/r2b3_l10_gtfn_cpu.json
+    icoforge greenline --grid R2B3 --levels 10 --backend gtfn_cpu --factory-backend gtfn_cpu \\
+        --compare icoforge-cpu --verify --rtol 5e-11 --only-used-variants --steps 1 --warmup 0 \\
+        --save-reference tests/granule/data/r2b3_l10_gtfn_cpu.json
 
-and this test compares a live icoforge-cpu run with it. The live comparison of both backends is
-the same command without --save-reference (about half an hour here).
+and this test compares a live icoforge-cpu run (with the greenline's default factory backend,
+icoforge's: tests/granule/test_static_fields_gt4py.py holds its 74 fields to gtfn_cpu's bit for
+bit) with it. Recorded 2026-12-06 on the shared 2-core VM (nice 10, load 3-8): 2003 s wall,
+gtfn_cpu's factories 669 s, gtfn_cpu's construction and compile 1198 s, icoforge-cpu's 121 s;
+in that run icoforge-cpu equalled gtfn_cpu bit for bit (0.0 for every field and substep), and
+every sample and maximum equals the 2026-11-29 recording's (static fields by icoforge's factories).
 
 Cost here: a cold compile of the granule's used program variants (CI's cache starts empty: 20
 compile jobs instead of icon4py's 38, --only-used-variants) plus icon4py's factories on R2B3; the
@@ -29,18 +37,18 @@ import pathlib
 import numpy as np
 import pytest
 
-from icoforge.granule import GreenlineOptions, run_greenline
+from icoforge.granule import GreenlineOptions, golden, run_greenline
 from icoforge.granule.runner import VARIANTS
+from icoforge.granule.verify import VERIFY_SEQUENCE
 from icoforge.perf.greenline import granule_floors
+from tests import granule_checks
 
 GOLDEN = pathlib.Path(__file__).parent / "data" / "r2b3_l10_gtfn_cpu.json"
+DIFFUSION_GOLDEN = pathlib.Path(__file__).parent / "data" / "r2b3_l10_diffusion_gtfn_cpu.json"
 # per field: samples max|a-b|/max|b|, and the projections as the smallest one-point error they
-# could be (golden.single_point_weight): any one point off by more than RTOL max|x| fails. The
-# recording (2026-11-29) found icoforge-cpu bitwise equal to gtfn_cpu here (issue 51 item 5);
-# measured again 2026-12-05 with this check: 0.0 for every field, substep, sample and projection.
-# On that live icoforge-cpu state, one point (the least weighted, unsampled) of each field in the
-# middle substep off by 1e-10 max|x| gave 1.0e-10 > RTOL: failed, all five fields.
-RTOL = 5e-11
+# could be (golden.single_point_weight): any one point off by more than RTOL max|x| fails. One
+# tolerance and one planted fault for every granule: tests/granule_checks.py.
+RTOL = granule_checks.RTOL
 
 MAIN_PROGRAMS = {
     "vertically_implicit_solver_at_predictor_step",
@@ -60,7 +68,13 @@ def live_fingerprint_file(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def report(tiny_grid, live_fingerprint_file):
+def live_results():
+    """The live backends' verification results (full arrays), by backend: filled by `report`."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def report(tiny_grid, live_fingerprint_file, live_results):
     opts = GreenlineOptions(
         grid="R2B3",
         levels=10,
@@ -77,7 +91,10 @@ def report(tiny_grid, live_fingerprint_file):
         rtol=RTOL,
         floors_steps=1,  # one more recorded step (milliseconds here) for the byte floors
     )
-    return run_greenline(opts, floor_model=granule_floors)
+    with granule_checks.captured_sequences() as seen:
+        out = run_greenline(opts, floor_model=granule_floors)
+    live_results.update(seen)
+    return out
 
 
 @pytest.mark.slow
@@ -112,15 +129,38 @@ needs_golden = pytest.mark.skipif(
 )
 
 
+@needs_golden
+@pytest.mark.parametrize("path", [GOLDEN, DIFFUSION_GOLDEN], ids=["dycore", "diffusion"])
+def test_recorded_reference_is_gt4py_end_to_end(path):
+    """Issue 51 item 2: the granule references were made by GT4Py from end to end -- programs and
+    static fields -- as recorded by golden.write from the objects the recording run used."""
+    data = golden.load(path)
+    granule_checks.assert_independent(data)
+    backends = data["input_backends"]
+    assert backends["programs"]["name"] == data["backend"] == "gtfn_cpu"
+    assert backends["static_fields"]["name"] == "gtfn_cpu"
+
+
 @pytest.mark.slow
 @needs_golden
 def test_granule_agrees_with_gtfn_cpu(report):
     cmp = report.comparisons[0]
     assert cmp.reference == "gtfn_cpu (recorded)"
+    granule_checks.assert_independent(golden.load(GOLDEN))
     worst = cmp.worst()
     assert set(worst) == {"vn", "w", "rho", "exner", "theta_v"}
     assert all(math.isfinite(v) for v in worst.values()), worst
     assert cmp.passed, f"largest relative differences vs gtfn_cpu: {worst}"
+
+
+@pytest.mark.slow
+@needs_golden
+def test_one_point_fault_on_the_live_state_fails(report, live_results):
+    """Planted fault on the real R2B3/10 state of the live icoforge-cpu run: one point of one field
+    in the middle substep, the point the projections weigh least (unsampled), off by 1e-10 max|x|:
+    the check against the recorded gtfn_cpu reference fails, for each of the five fields."""
+    measured = granule_checks.assert_one_point_faults_fail(live_results["icoforge-cpu"], golden.load(GOLDEN), VERIFY_SEQUENCE)
+    assert set(measured) == {"vn", "w", "rho", "exner", "theta_v"}
 
 
 @pytest.mark.slow
@@ -153,32 +193,21 @@ def test_state_stays_physical_after_the_steps(report, live_fingerprint_file):
 
 
 @pytest.mark.parametrize("version", [1, 2])
-def test_one_point_off_by_1e_10_fails_on_r2b3_shapes(version):
-    """Planted fault with R2B3/10's shapes and the recording's own projection weights: one point,
-    the one the projections weigh least and no sample hits, off by 1e-10 max|x|, fails at RTOL;
-    the unperturbed fields pass. (Values are seeded, not a real state: the weights, not the
-    values, decide what a one-point error does to the projections.)"""
-    from icoforge.granule import golden
-
-    data = golden.load(GOLDEN)
+@pytest.mark.parametrize("path", [GOLDEN, DIFFUSION_GOLDEN], ids=["dycore", "diffusion"])
+def test_one_point_off_by_1e_10_fails_on_r2b3_shapes(path, version):
+    """Planted fault with R2B3/10's shapes (of both granules' references) and the recording's own
+    projection weights: one point, the one the projections weigh least and no sample hits, off by
+    1e-10 max|x|, fails at RTOL; the unperturbed fields pass. (Values are seeded, not a real
+    state: the weights, not the values, decide what a one-point error does to the projections;
+    the slow tests plant the same fault on the live states.)"""
+    data = golden.load(path)
+    sequence = tuple(s["variant"] for s in data["substeps"])
     shapes = {n: tuple(f["shape"]) for n, f in data["substeps"][0]["fields"].items()}
     rng = np.random.default_rng(5)
-    results = [{n: 1.0 + rng.random(s) for n, s in shapes.items()} for _ in range(3)]
-    path_data = {"golden_version": version, "backend": "gtfn_cpu", "inputs": data["inputs"],
-                 "substeps": golden.fingerprint(results, version)}
-    assert golden.compare_golden(results, path_data, "x", RTOL).passed
+    results = [{n: 1.0 + rng.random(s) for n, s in shapes.items()} for _ in sequence]
+    seeded = {"golden_version": version, "backend": "gtfn_cpu", "inputs": data["inputs"],
+              "substeps": golden.fingerprint(results, version, sequence)}  # fmt: skip
     for name, shape in shapes.items():
         assert golden.single_point_weight(name, shape, version) > 0.3  # the guarantee's factor
-        r = np.random.default_rng(golden._field_seed(name, shape))
-        if version == 1:
-            w = np.abs(r.standard_normal((golden.N_PROJECTIONS, int(np.prod(shape))))).max(axis=0)
-        else:
-            u, v = (np.abs(r.standard_normal((golden.N_PROJECTIONS, n))) for n in (shape[0], shape[1]))
-            w = (u[:, :, None] * v[:, None, :]).max(axis=0).reshape(-1)
-        worst = int(np.argmin(w))
-        assert worst not in path_data["substeps"][1]["fields"][name]["sample_positions"]
-        wrong = [{k: a.copy() for k, a in r_.items()} for r_ in results]
-        flat = wrong[1][name].reshape(-1)
-        flat[worst] += 1e-10 * np.max(np.abs(results[1][name]))
-        cmp = golden.compare_golden(wrong, path_data, "x", RTOL)
-        assert not cmp.passed and cmp.worst()[name] > RTOL, (name, cmp.worst())
+    measured = granule_checks.assert_one_point_faults_fail(results, seeded, sequence)
+    assert set(measured) == set(shapes)

@@ -3,12 +3,19 @@ the greenline's machinery, on the smallest grid (R2B3, 10 levels: the dycore tes
 static fields cache is shared), against gtfn_cpu's recorded results of the same three calls.
 
 The reference, `data/r2b3_l10_diffusion_gtfn_cpu.json`, was recorded by a live two-backend run that
-also verified icoforge-cpu against gtfn_cpu in the same process:
+also verified icoforge-cpu against gtfn_cpu in the same process, made by GT4Py end to end --
+programs and static fields by gtfn_cpu, as the file's `input_backends` say (issue 51 item 2):
 
     icoforge greenline --granule diffusion --grid R2B3 --levels 10 --backend gtfn_cpu \\
-        --compare icoforge-cpu --verify --save-reference tests/granule/data/r2b3_l10_diffusion_gtfn_cpu.json
+        --factory-backend gtfn_cpu --compare icoforge-cpu --verify --rtol 5e-11 --steps 1 --warmup 0 \\
+        --save-reference tests/granule/data/r2b3_l10_diffusion_gtfn_cpu.json
 
 (gtfn_cpu compiles the diffusion's programs in minutes on 2 cores: stored, as the dycore's is).
+Recorded 2026-12-06 right after the dycore's reference, whose run had computed gtfn_cpu's static
+fields (cached, `"cached": true` in the file): 341 s wall, gtfn_cpu's construction and compile
+310 s; icoforge-cpu equalled gtfn_cpu bit for bit, and every sample, maximum and projection equals
+the 2026-12-05 recording's (static fields by icoforge's factories), which did not say its inputs'
+backends.
 Cost of the slow tests here: icoforge-cpu's compile of diffusion's 11 programs plus the static
 fields when not cached. Measured on the shared 2-core dev machine (load ~7): the whole file in 56 s and in 156 s
 with the static fields cached and the translations partly cached; a cold compile took 44 s and the
@@ -32,9 +39,12 @@ from icoforge.granule.greenline import GRANULES, granule_class
 from icoforge.granule.report import markdown_report
 from icoforge.granule.runner import Granule
 from icoforge.granule.state import PROGNOSTIC_FIELDS
+from tests import granule_checks
 
 GOLDEN = pathlib.Path(__file__).parent / "data" / "r2b3_l10_diffusion_gtfn_cpu.json"
-RTOL = 1e-9
+# the dycore granule's per-point check and tolerance (one copy: tests/granule_checks.py): any one
+# point off by more than RTOL max|x| fails, shown on the live state below
+RTOL = granule_checks.RTOL
 PROGRAMS = {
     "mo_intp_rbf_rbf_vec_interpol_vertex",
     "calculate_nabla2_and_smag_coefficients_for_vn",
@@ -118,7 +128,13 @@ def live_file(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def report(tiny_grid, live_file):
+def live_results():
+    """icoforge-cpu's three calls' results (full arrays): filled by `report`."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def report(tiny_grid, live_file, live_results):
     opts = GreenlineOptions(
         granule="diffusion",
         grid="R2B3",
@@ -131,7 +147,10 @@ def report(tiny_grid, live_file):
         save_reference=str(live_file),
         rtol=RTOL,
     )
-    return run_greenline(opts)
+    with granule_checks.captured_sequences() as seen:
+        out = run_greenline(opts)
+    live_results.update(seen)
+    return out
 
 
 @pytest.mark.slow
@@ -161,6 +180,18 @@ def test_diffusion_agrees_with_gtfn_cpu(report):
     assert set(worst) == set(PROGNOSTIC_FIELDS)
     assert all(math.isfinite(v) for v in worst.values()), worst
     assert cmp.passed, f"largest relative differences vs gtfn_cpu: {worst}"
+    granule_checks.assert_independent(golden.load(GOLDEN))
+
+
+@pytest.mark.slow
+@needs_golden
+def test_one_point_fault_on_the_live_diffusion_fails(report, live_results):
+    """Planted fault on the real state after the live icoforge-cpu calls (the dycore's check,
+    granule_checks): one point of one field after the first "step" call, the point the
+    projections weigh least (unsampled), off by 1e-10 max|x|, fails against the recorded
+    gtfn_cpu reference -- for each of the five fields, rho (untouched by diffusion) included."""
+    measured = granule_checks.assert_one_point_faults_fail(live_results["icoforge-cpu"], golden.load(GOLDEN), VERIFY_SEQUENCE)
+    assert set(measured) == set(PROGNOSTIC_FIELDS)
 
 
 @pytest.mark.slow
