@@ -143,7 +143,7 @@ def test_k_invariant_loads_leave_the_level_loop_when_a_thread_walks_levels(repre
     assert "geofac_div_h0" not in one  # k_per_thread 1: nothing to save, code as before
     src = gpu_artifact(prog, "cuda", ProgramSchedule(Schedule(k_per_thread=4))).module_source
     head, loop = src.split("for (long long k = k_first; k < k_last; ++k) {")
-    assert "const double geofac_div_h0 = geofac_div[i];" in head
+    assert "const double geofac_div_h0 = geofac_div[i * geofac_div_s0];" in head
     assert "const int C2E_2 = C2E[" in head
     assert "geofac_div[" not in loop, "a k-invariant load stayed in the level loop"
 
@@ -176,7 +176,7 @@ def test_index_bits_32_uses_int_everywhere(kind_irs):
     src = gpu_artifact(kind_irs["chained"], "cuda", ProgramSchedule(Schedule(index_bits=32, k_per_thread=2))).module_source
     text = kernel_sources(src)["chained_k0"]
     assert "long long" not in text
-    assert "const int Cell_K_s1" in text and "const int i = " in text
+    assert "const int c_s0" in text and "const int i = " in text
 
 
 # --- host plan ------------------------------------------------------------------------------------
@@ -218,14 +218,14 @@ def fake_field(shape, strides):
 
 
 def run_plan(program, schedule, c_strides, cells=5120, edges=7680, nk=10, kernels=None, out_strides=None):
-    """The plan of `chained` (kernel arguments: the pointers of c, out, C2E, E2C, then the strides
-    C2E_s0, C2E_s1, Cell_K_s1 (of c and out; Cell_K_s0 is 1) and E2C_s0, E2C_s1, then h0..k1);
-    `out` laid out as `c` unless `out_strides` says otherwise."""
+    """The plan of `chained`; `out` laid out (1, cells) unless `out_strides` says otherwise.
+    Stride sets off, the kernel arguments are per array its pointer and strides: c, c_s0, c_s1,
+    out, .., C2E, .., E2C, .., then h0..k1; on (`stride_sets_plan`), see there."""
     art = gpu_artifact(program, "cuda", ProgramSchedule(schedule))
     ns: dict = {}
     exec(compile(art.host_plan, "<plan>", "exec"), ns)
     c = fake_field((cells, nk), c_strides)
-    out = fake_field((cells, nk), out_strides or c_strides)
+    out = fake_field((cells, nk), out_strides or (1, cells))
     op = {"C2E": fake_field((cells, 3), (3, 1)), "E2C": fake_field((edges, 2), (2, 1))}
     rt = FakeRuntime()
     ns["launch"]((c, out), op, kernels or {"chained_k0": "K"}, rt)
@@ -236,14 +236,14 @@ def test_host_plan_grid_and_32_bit_index_checks(kind_irs):
     prog = kind_irs["chained"]
     ((_, grid, block, args),) = run_plan(prog, Schedule(block=(64, 2), k_per_thread=4, h_per_thread=3), (1, 5120))
     assert grid == (-(-5120 // 192), 2, 1) and block == (64, 2, 1)
-    assert len(args) == 4 + 5 + 4 and all(type(a) is np.int64 for a in args[4:9])
+    assert all(type(a) is np.int64 for a in args[1:3])
     ((_, _, _, args),) = run_plan(prog, Schedule(index_bits=32), (1, 5120))
-    assert all(type(a) is np.uint64 for a in args[:4]) and all(type(a) is np.int32 for a in args[4:9])
+    assert type(args[0]) is np.uint64 and all(type(a) is np.int32 for a in args[1:3])
     huge = (1, 2**28)  # levels 2**28 elements apart: level 9 lies beyond 2**31
     with pytest.raises(ScheduleError, match=r"chained_k0: index_bits=32, but indices into c reach 2,684,359,680 .*index_bits=64"):
         run_plan(prog, Schedule(index_bits=32), huge)
     ((_, _, _, args),) = run_plan(prog, Schedule(index_bits=64), huge)
-    assert args[6] == 2**28  # Cell_K_s1
+    assert args[2] == 2**28
     with pytest.raises(ScheduleError, match=r"index_bits=32, but thread indices reach 2,147,483,648"):
         run_plan(prog, Schedule(index_bits=32), (1, 1), cells=2**31 - 16)
 
@@ -253,30 +253,53 @@ def test_auto_index_bits_launch_the_64_bit_twin_only_when_a_call_needs_it(kind_i
     art = gpu_artifact(prog, "cuda", ProgramSchedule(Schedule(index_bits="auto")))
     assert art.kernel_names == ("chained_k0", "chained_k0_w")
     sources = kernel_sources(art.module_source)
-    assert "long long" not in sources["chained_k0"] and "const long long Cell_K_s1" in sources["chained_k0_w"]
+    assert "long long" not in sources["chained_k0"] and "const long long c_s0" in sources["chained_k0_w"]
     kernels = {"chained_k0": "K32", "chained_k0_w": "K64"}
     ((kernel, _, _, args),) = run_plan(prog, Schedule(index_bits="auto"), (1, 5120), kernels=kernels)
-    assert kernel == "K32" and all(type(a) is np.int32 for a in args[4:9])
+    assert kernel == "K32" and all(type(a) is np.int32 for a in args[1:3])
     for strides, cells in (((1, 2**28), 5120), ((1, 1), 2**31 - 16)):  # field indices, thread indices
         ((kernel, _, _, args),) = run_plan(prog, Schedule(index_bits="auto"), strides, cells=cells, kernels=kernels)
-        assert kernel == "K64" and all(type(a) is np.int64 for a in args[4:9])
+        assert kernel == "K64" and all(type(a) is np.int64 for a in args[1:3])
+
+
+def test_a_64_bit_twin_counts_and_is_timed_as_its_kernel():
+    from types import SimpleNamespace
+
+    from icoforge.granule.instrument import kernel_count
+    from icoforge.perf.timing import _kernel_name
+
+    art = SimpleNamespace(kernel_names=("p_k0", "p_k0_w", "p_k1"))
+    assert kernel_count(SimpleNamespace(icoforge_artifact=art)) == 2
+    assert (_kernel_name(SimpleNamespace(name="p_k0_w")), _kernel_name(SimpleNamespace(name="p_k1"))) == ("p_k0", "p_k1")
+
+
+# --- stride sets (the schedule's stride_sets: the HIP default, issue 50) --------------------------
 
 
 def test_fields_of_one_dims_and_dtype_pass_one_stride_set(kind_irs, representative_irs):
-    """Kernel arguments (issue 50): a pointer per array, then one stride set per dims and dtype of
-    the call's fields (temporaries per dims and horizontal range, each table its own), named after
-    it and printed with its members, the horizontal stride 1 written into the code; the kernel
-    addresses every member with it."""
+    """Kernel arguments with stride_sets on: a pointer per array, then one stride set per dims and
+    dtype of the call's fields (temporaries per dims and horizontal range, each table its own),
+    named after it and printed with its members, the horizontal stride 1 written into the code;
+    the kernel addresses every member with it. Off (CUDA's default): each array's own strides, the
+    code as before the knob."""
     from icoforge.backend.codegen.cuda import kernel_param_order, stride_sets
 
     prog = kind_irs["chained"]
     k = kernel(prog)
     assert [(st.name, st.members) for st in stride_sets(k, prog)] == [("C2E", ("C2E",)), ("Cell_K", ("c", "out")), ("E2C", ("E2C",))]
     assert [st.unit for st in stride_sets(k, prog)] == [None, 0, None]  # a field's horizontal stride is 1; a table's passed
-    assert [kind for kind, _ in kernel_param_order(k, prog)] == ["field", "field", "table", "table", "strides", "strides", "strides"]
-    text = kernel_sources(gpu_artifact(prog, "cuda", ProgramSchedule(Schedule())).module_source)["chained_k0"]
+    assert [kind for kind, _ in kernel_param_order(k, prog, True)] == ["field", "field", "table", "table", "strides", "strides", "strides"]
+    assert [kind for kind, _ in kernel_param_order(k, prog)] == ["field", "field", "table", "table"]
+    art = gpu_artifact(prog, "cuda", ProgramSchedule(Schedule(stride_sets=True)))
+    text = kernel_sources(art.module_source)["chained_k0"]
     assert "// Cell_K_s*: strides of c, out" in text and "// stride 1, not passed: the horizontal dimension" in text
     assert "out[i + k * Cell_K_s1] = " in text and "Cell_K_s0" not in text and "c_s1" not in text and "out_s1" not in text
+    assert "stride_sets on" in text and "convention 2" in art.module_source
+    off = gpu_artifact(prog, "cuda", ProgramSchedule(Schedule()))
+    text = kernel_sources(off.module_source)["chained_k0"]
+    assert "out[i * out_s0 + k * out_s1] = " in text and "Cell_K" not in off.module_source and "stride_sets" not in off.module_source
+    assert "Kernel arguments" not in off.module_source and "_shared" not in off.host_plan
+    assert off == art.per_field_variant()  # what a call whose fields do not fit the sets runs
     # the call's fields share by dims and dtype, temporaries (laid out by the runtime) by dims and
     # horizontal range, never with a field; every array of the kernel in exactly one set
     prog = representative_irs["apply_divergence_damping_and_update_vn"]
@@ -298,29 +321,66 @@ def test_fields_of_one_dims_and_dtype_pass_one_stride_set(kind_irs, representati
         assert len(sets) == len({st.name for st in sets})
 
 
-def test_fields_of_one_stride_set_laid_out_differently_are_refused(kind_irs):
-    """The host plan checks every call that a stride set's fields have its strides and a
-    contiguous horizontal dimension: a field laid out otherwise is a clear error, never addressed
-    with another field's strides or with stride 1."""
+def test_stride_sets_host_plan_args_and_32_bit_checks(kind_irs):
+    """Arguments with stride sets: the pointers of c, out, C2E, E2C, then the strides C2E_s0,
+    C2E_s1, Cell_K_s1 (of c and out; Cell_K_s0 is 1) and E2C_s0, E2C_s1, then h0..k1; 32-bit
+    strides and the 32-bit index checks as without."""
+    prog = kind_irs["chained"]
+    on = dict(stride_sets=True)
+    ((_, grid, block, args),) = run_plan(prog, Schedule(block=(64, 2), k_per_thread=4, h_per_thread=3, **on), (1, 5120), out_strides=(1, 5120))
+    assert grid == (-(-5120 // 192), 2, 1) and block == (64, 2, 1)
+    assert len(args) == 4 + 5 + 4 and all(type(a) is np.int64 for a in args[4:9])
+    ((_, _, _, args),) = run_plan(prog, Schedule(index_bits=32, **on), (1, 5120), out_strides=(1, 5120))
+    assert all(type(a) is np.uint64 for a in args[:4]) and all(type(a) is np.int32 for a in args[4:9])
+    huge = (1, 2**28)  # levels 2**28 elements apart: level 9 lies beyond 2**31
+    with pytest.raises(ScheduleError, match=r"chained_k0: index_bits=32, but indices into c reach 2,684,359,680 .*index_bits=64"):
+        run_plan(prog, Schedule(index_bits=32, **on), huge, out_strides=huge)
+    ((_, _, _, args),) = run_plan(prog, Schedule(index_bits=64, **on), huge, out_strides=huge)
+    assert args[6] == 2**28  # Cell_K_s1
+    kernels = {"chained_k0": "K32", "chained_k0_w": "K64"}
+    ((kernel, _, _, args),) = run_plan(prog, Schedule(index_bits="auto", **on), (1, 5120), out_strides=(1, 5120), kernels=kernels)
+    assert kernel == "K32" and all(type(a) is np.int32 for a in args[4:9])
+    ((kernel, _, _, args),) = run_plan(prog, Schedule(index_bits="auto", **on), huge, out_strides=huge, kernels=kernels)
+    assert kernel == "K64" and all(type(a) is np.int64 for a in args[4:9])
+
+
+def test_fields_that_do_not_fit_their_stride_set_stop_the_plan_before_any_launch(kind_irs):
+    """The plan checks, before it launches anything, that a stride set's fields have its strides
+    and a contiguous horizontal dimension: a field laid out otherwise raises StrideSetMismatch (a
+    CallArgumentError naming it), on which the program's callable runs its per-field-strides
+    variant (tests/backend/test_gpu_emulation.py runs it); never addressed with another field's
+    strides or with stride 1. Off, any layout is passed as it is."""
+    from icoforge.backend.runtime.host_checks import StrideSetMismatch
     from icoforge.errors import CallArgumentError
 
     prog = kind_irs["chained"]
     kernels = {"chained_k0": "K", "chained_k0_w": "W"}
+    assert issubclass(StrideSetMismatch, CallArgumentError)
     for bits in (64, 32, "auto"):
-        with pytest.raises(CallArgumentError, match=r"chained_k0(_w)?: fields 'c' and 'out' have the same dims and dtype but "
-                           r"strides \(1, 5120\) and \(1, 6000\) \(elements\).*laid out alike"):
-            run_plan(prog, Schedule(index_bits=bits), (1, 5120), out_strides=(1, 6000), kernels=kernels)
-        with pytest.raises(CallArgumentError, match=r"chained_k0(_w)?: field 'out' has stride 10 along Cell; the GPU kernels "
-                           r"take fields whose Cell dimension is contiguous \(stride 1\)"):
-            run_plan(prog, Schedule(index_bits=bits), (1, 5120), out_strides=(10, 1), kernels=kernels)
+        with pytest.raises(StrideSetMismatch, match=r"^chained: field 'out' has strides \(1, 6000\), 'c' of the same dims "
+                           r"and dtype \(1, 5120\)") as e:  # fmt: skip
+            run_plan(prog, Schedule(index_bits=bits, stride_sets=True), (1, 5120), out_strides=(1, 6000), kernels=kernels)
+        assert e.value.field == "out" and e.value.program == "chained"
+        with pytest.raises(StrideSetMismatch, match=r"chained: field 'out' has stride 10 along Cell, not 1"):
+            run_plan(prog, Schedule(index_bits=bits, stride_sets=True), (1, 5120), out_strides=(10, 1), kernels=kernels)
+        with pytest.raises(StrideSetMismatch, match=r"chained: field 'c' has stride 10 along Cell, not 1"):  # the first member too
+            run_plan(prog, Schedule(index_bits=bits, stride_sets=True), (10, 1), out_strides=(10, 1), kernels=kernels)
+        ((_, _, _, args),) = run_plan(prog, Schedule(index_bits=bits), (10, 1), out_strides=(1, 6000), kernels=kernels)
+        assert [int(a) for a in args[1:3]] == [10, 1] and [int(a) for a in args[4:6]] == [1, 6000]
 
 
-def test_a_64_bit_twin_counts_and_is_timed_as_its_kernel():
-    from types import SimpleNamespace
-
-    from icoforge.granule.instrument import kernel_count
-    from icoforge.perf.timing import _kernel_name
-
-    art = SimpleNamespace(kernel_names=("p_k0", "p_k0_w", "p_k1"))
-    assert kernel_count(SimpleNamespace(icoforge_artifact=art)) == 2
-    assert (_kernel_name(SimpleNamespace(name="p_k0_w")), _kernel_name(SimpleNamespace(name="p_k1"))) == ("p_k0", "p_k1")
+def test_stride_sets_per_kernel(representative_irs):
+    """A knob like any other: a per-kernel schedule turns stride sets on for its kernel only; the
+    other kernels, the variant and the schedule's key say what each got."""
+    prog = representative_irs["apply_divergence_damping_and_update_vn"]
+    names = [k.name for k in prog.kernels()]
+    assert len(names) >= 2
+    schedule = ProgramSchedule(Schedule()).with_kernel(names[0], Schedule(stride_sets=True))
+    assert schedule.key() != ProgramSchedule(Schedule()).key()
+    art = gpu_artifact(prog, "cuda", schedule)
+    sources = kernel_sources(art.module_source)
+    assert "stride_sets on" in sources[names[0]] and "_s*: strides of" in sources[names[0]]
+    assert all("stride_sets" not in sources[n] and "_s*: strides of" not in sources[n] for n in names[1:])
+    assert art.stride_sets and "_shared(" in art.host_plan
+    variant = art.per_field_variant()
+    assert not variant.stride_sets and variant == gpu_artifact(prog, "cuda", ProgramSchedule(Schedule()))

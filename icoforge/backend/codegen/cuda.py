@@ -1,18 +1,24 @@
 """CUDA/HIP target: one source for both vendors (a thin macro prelude), plus a host launch plan.
 
-Kernels are `extern "C" __global__` with short names. Their arguments (`kernel_param_order`):
-the arrays' pointers, already shifted by each array's origin; the stride sets; the scalars; the
-bounds h0, h1, k0, k1. A stride set (`stride_sets`) is the strides that several arrays have,
-passed once for all of them, but for the contiguous dimension, whose stride 1 is written into
-the code: the call's fields of one dims and dtype (`next_vn[i + k * Edge_K_s1]`; GT4Py's
-allocators lay such fields out alike, horizontal dimension contiguous), the temporaries of one
-dims and horizontal range; each table has its own, all strides passed. The host plan checks every
-call that a set's arrays have its strides (host_checks._shared: a clear error, never a wrong
-address). Why: on AMD every kernel argument is loaded into scalar registers (SGPRs), and the big
-gather kernels, with two strides per field, spilt them into vector lanes (issue 50); sharing
-alone made nvcc keep the shared products `k * Edge_K_s1` live and cost registers (one kernel
-spilt), the unit stride took that back. The C++ target keeps every stride of every field: its
-kernels take one `Args` reference, and it accepts any layout of any field.
+Kernels are `extern "C" __global__` with short names. Their arguments (`kernel_param_order`),
+by the kernel's schedule knob `stride_sets`:
+- off (the CUDA default): per array its pointer, already shifted by the array's origin, then its
+  strides (`vn[i * vn_s0 + k * vn_s1]`); then the scalars and the bounds h0, h1, k0, k1;
+- on (the HIP default): the arrays' pointers; the stride sets; the scalars; the bounds. A stride
+  set (`stride_sets`) is the strides that several arrays have, passed once for all of them, but
+  for the contiguous dimension, whose stride 1 is written into the code: the call's fields of
+  one dims and dtype (`next_vn[i + k * Edge_K_s1]`; GT4Py's allocators lay such fields out
+  alike, horizontal dimension contiguous), the temporaries of one dims and horizontal range;
+  each table has its own, all strides passed. The host plan checks every call, before it launches
+  anything, that a set's arrays have its strides (host_checks._shared); a call whose fields are
+  laid out otherwise runs the program's variant with the knob off, built at the first such call
+  (gpu.bind_program), never a wrong address. Why: on AMD every kernel argument is loaded into
+  scalar registers (SGPRs), and the big gather kernels, with two strides per field, spilt them
+  into vector lanes (issue 50); sharing alone made nvcc keep the shared products `k * Edge_K_s1`
+  live and cost registers (one kernel spilt), the unit stride took that back, but on sm_90 41
+  kernels still took more registers than with the knob off (not timed on a GPU: off on CUDA).
+The C++ target keeps every stride of every field: its kernels take one `Args` reference, and it
+accepts any layout of any field.
 
 How the work is laid out follows the kernel's `Schedule` (schedule.py), and a comment line above
 each kernel states the schedule it got:
@@ -92,9 +98,11 @@ def kernel_attributes(launch: KernelLaunch, vendor: str) -> str:
     return f"__launch_bounds__({threads})"
 
 
-# The kernels' argument convention, printed in every module's first lines: a change of it changes
-# the module text, so every compiled-module cache (CuPy's, keyed by the source) misses on purpose.
-# 1: a pointer and strides per array; 2: a pointer per array, one stride set per `StrideSet`.
+# The argument convention of kernels with stride sets, printed in the second line of a module that
+# has such kernels (a module without them reads as before the knob): a change of it changes the
+# module text, so every compiled-module cache (CuPy's, keyed by the source) misses on purpose.
+# 1: a pointer and strides per array (stride_sets off, no line); 2: a pointer per array, one
+# stride set per `StrideSet`.
 KERNEL_ARGS_VERSION = 2
 
 WIDE_SUFFIX = "_w"  # the 64-bit twin of an index_bits="auto" kernel (IR kernel names end in _k<number>)
@@ -184,19 +192,26 @@ def stride_sets(k: ir.Kernel, program: ir.ProgramIR) -> tuple[StrideSet, ...]:
     return tuple(sorted(sets, key=lambda st: st.name))
 
 
-def kernel_params(k: ir.Kernel, program: ir.ProgramIR, r: ExprRenderer, idx: str = "long long") -> list[DeviceParam]:
-    """The kernel's parameters, in `kernel_param_order` (the host plan passes them in that order)."""
+def kernel_params(
+    k: ir.Kernel, program: ir.ProgramIR, r: ExprRenderer, idx: str = "long long", shared: bool = False
+) -> list[DeviceParam]:  # fmt: skip
+    """The kernel's parameters, in `kernel_param_order` (the host plan passes them in that order);
+    `shared`: its schedule's `stride_sets` (off: each array's strides after its pointer)."""
     written = set(k.fields_written())
-    sets = {st.name: st for st in stride_sets(k, program)}
+    sets = {st.name: st for st in stride_sets(k, program)} if shared else {}
     params: list[DeviceParam] = []
-    for kind, name in kernel_param_order(k, program):
+    for kind, name in kernel_param_order(k, program, shared):
         if kind == "field":
             f = program.field(name)
             const = "" if name in written else "const "
             params.append(DeviceParam(f"{const}{r.ctype(f.dtype)}*", cname(name)))
+            if not shared:
+                params += [DeviceParam(f"const {idx}", f"{cname(name)}_s{d}") for d in range(len(f.dims))]
         elif kind == "table":
             tb = next(x for x in program.tables if x.name == name)
             params.append(DeviceParam(f"const {r.ctype(tb.dtype)}*", cname(name)))
+            if not shared:
+                params += [DeviceParam(f"const {idx}", f"{cname(name)}_s0"), DeviceParam(f"const {idx}", f"{cname(name)}_s1")]
         elif kind == "strides":
             params += [DeviceParam(f"const {idx}", f"{name}_s{d}") for d in sets[name].passed]
         else:
@@ -206,15 +221,17 @@ def kernel_params(k: ir.Kernel, program: ir.ProgramIR, r: ExprRenderer, idx: str
     return params
 
 
-def kernel_param_order(k: ir.Kernel, program: ir.ProgramIR) -> list[tuple[str, str]]:
-    """What the host passes, in order: ("field", name) | ("table", name) (a pointer each), then
-    ("strides", stride set name), then ("scalar", name).
+def kernel_param_order(k: ir.Kernel, program: ir.ProgramIR, shared: bool = False) -> list[tuple[str, str]]:
+    """What the host passes, in order: ("field", name) | ("table", name) (a pointer each, and
+    without `shared` its strides), then with `shared` (the schedule's `stride_sets`) ("strides",
+    stride set name), then ("scalar", name).
 
     Sorted by name, so the order does not depend on where in the body a value is first used
     (passes move loads around); kernel and host plan are printed from the same final IR."""
     out = [("field", n) for n in sorted({*k.fields_read(), *k.fields_written()})]
     out += [("table", t) for t in sorted(k.tables_used())]
-    out += [("strides", st.name) for st in stride_sets(k, program)]
+    if shared:
+        out += [("strides", st.name) for st in stride_sets(k, program)]
     out += [("scalar", n) for n in sorted({p.name for p in k.params_used()})]
     return out
 
@@ -273,7 +290,9 @@ def render_kernel_gpu(k: ir.Kernel, program: ir.ProgramIR, launch: KernelLaunch,
     hpt = launch.h_per_thread
     staged = {t: cols for t, cols, _ in launch.smem}
     r = DeviceRenderer(staged)
-    r.stride_sets = {cname(m): (st.name, st.unit) for st in stride_sets(k, program) for m in st.members}
+    shared = launch.schedule.stride_sets
+    if shared:
+        r.stride_sets = {cname(m): (st.name, st.unit) for st in stride_sets(k, program) for m in st.members}
     kinds = dict(program.dim_kinds)
 
     def store(field: str, value: str) -> str:
@@ -282,9 +301,11 @@ def render_kernel_gpu(k: ir.Kernel, program: ir.ProgramIR, launch: KernelLaunch,
         return f"{cname(field)}[{r.offset(cname(field), index)}] = {value};"
 
     what = f"scan ({'forward' if k.forward else 'backward'})" if k.is_scan else "map"
-    lines = [f"// {k.name}: {what} over {k.domain}", f"// schedule: {launch.describe()}", *stride_set_comments(k, program)]
+    lines = [f"// {k.name}: {what} over {k.domain}", f"// schedule: {launch.describe()}"]
+    if shared:
+        lines += stride_set_comments(k, program)
     lines.append(f'extern "C" __global__ void {kernel_attributes(launch, vendor)}')
-    lines.append(f"{k.name}({', '.join(p.declaration() for p in kernel_params(k, program, r, idx))}) {{")
+    lines.append(f"{k.name}({', '.join(p.declaration() for p in kernel_params(k, program, r, idx, shared))}) {{")
     ind = "  "
     has_h = kind in ("map2d", "hmap", "scan")
     lines += _block_lines(launch, idx, ind)
@@ -400,10 +421,12 @@ def _point_lines(k: ir.Kernel, launch: KernelLaunch, r: ExprRenderer, store, idx
 
 def device_module(program: ir.ProgramIR, launches: dict[str, KernelLaunch], vendor: str) -> DeviceModule:
     """The module of every kernel, as data; `launches`: `schedule.resolve(program, schedule, vendor)`."""
-    first = (f"// Generated by icoforge from the GT4Py program `{program.name}` ({vendor.upper()}). Do not edit: regenerate.\n"
-             f"// Kernel arguments, convention {KERNEL_ARGS_VERSION}: array pointers, stride sets, scalars, h0 h1 k0 k1.")  # fmt: skip
+    first = f"// Generated by icoforge from the GT4Py program `{program.name}` ({vendor.upper()}). Do not edit: regenerate."
+    if any(la.schedule.stride_sets for la in launches.values()):
+        first += (f"\n// Kernel arguments of the kernels with stride_sets on, convention {KERNEL_ARGS_VERSION}: array pointers, "
+                  "stride sets, scalars, h0 h1 k0 k1.")  # fmt: skip
     kernels = tuple(
-        DeviceKernel(k.name, tuple(kernel_params(k, program, DeviceRenderer({}), index_type(la))),
+        DeviceKernel(k.name, tuple(kernel_params(k, program, DeviceRenderer({}), index_type(la), la.schedule.stride_sets)),
                      render_kernel_gpu(k, program, la, vendor), barriers=bool(la.smem), smem_bytes=la.smem_bytes)
         for k, la in kernel_functions(program, launches)
     )  # fmt: skip

@@ -224,7 +224,8 @@ def load_emulated(art: GPUArtifact, thread_order: str = "forward"):
     """The artifact's program, run by CPU emulation: `program(*args, offset_provider=...)`.
     `thread_order` "reversed": the threads of each block (between barriers) in reverse order."""
     kernels, lib = load_kernels(art.device, thread_order)
-    program = bind_program(art, kernels, EmulatedRuntime(art.program_name))  # as on the GPU
+    # as on the GPU, the per-field-strides variant (a call whose fields do not fit a stride set) too
+    program = bind_program(art, kernels, EmulatedRuntime(art.program_name), lambda other: load_kernels(other.device, thread_order)[0])
     program.icoforge_barriers_passed = lib.emu_barriers_passed  # type: ignore[attr-defined]  # block barriers so far
     return program
 
@@ -250,8 +251,9 @@ class EmulatedExecutor:
 def emulated_allocator():
     """The emulated backends' allocator: GT4Py's CPU allocator, which lays fields out as GT4Py's
     GPU allocators do and as the kernels' stride sets take them (horizontal dimension contiguous,
-    fields of one dims and dtype alike; codegen/cuda.py `stride_sets`). NumPy arrays of another
-    layout are refused by the host plan."""
+    fields of one dims and dtype alike; codegen/cuda.py `stride_sets`). Arrays of another layout
+    (NumPy's C order) run the per-field-strides variant where the schedule has stride sets on
+    (gpu.bind_program)."""
     from gt4py.next import custom_layout_allocators as allocators
 
     return allocators.StandardCPUFieldBufferAllocator()
