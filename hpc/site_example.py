@@ -75,8 +75,9 @@ site_configuration = {
                     "features": ["gpu", "hip"],
                     "resources": [{"name": "gpu", "options": ["--gpus-per-task={num_gpus_per_node}"]}],
                     "extras": {
-                        # the chiplet remap over the APU's 6 XCDs; drop it to run the HIP default (256x1)
-                        "icoforge_schedule": '{"default": {"block": [256, 1], "chiplet_remap": true, "chiplets": 6}}',
+                        # the chiplet remap over the APU's 6 XCDs; drop it to run the HIP default (256x1,
+                        # stride sets: a "default" given takes the knobs it does not name from the Schedule's)
+                        "icoforge_schedule": '{"default": {"block": [256, 1], "stride_sets": true, "chiplet_remap": true, "chiplets": 6}}',
                         "icoforge_cache": "$TMPDIR/icoforge-cache",
                         "icoforge_cpus_per_task": 24,
                         "icoforge_references": "/project/ci/icoforge-references.toml",  # EDIT

@@ -92,7 +92,7 @@ def test_the_site_example_gives_mi300a_jobs_in_spx_and_cpx(tmp_path):
     (tmp_path / "site.py").write_text(site.replace("/project/ci/icoforge-references.toml", str(tmp_path / "refs.toml")))
     want = {
         "spx": ["--constraint=spx", "--cpus-per-task=24", "--gpus-per-task=1", "--time=0:30:0",
-                """export ICOFORGE_SCHEDULE='{"default": {"block": [256, 1], "chiplet_remap": true, "chiplets": 6}}'"""],
+                """export ICOFORGE_SCHEDULE='{"default": {"block": [256, 1], "stride_sets": true, "chiplet_remap": true, "chiplets": 6}}'"""],
         "cpx": ["--constraint=cpx", "--cpus-per-task=4", "--gpus-per-task=1", "--time=1:0:0"],
     }  # fmt: skip
     for partition, lines in want.items():

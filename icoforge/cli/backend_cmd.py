@@ -132,8 +132,12 @@ def _amd_check(args) -> int:
             step(f"compiled {rows[0].program}", len(done), len(names))
 
         rows = collect(names, args.grid, args.levels, args.jobs, archs, unrolls, on_rows=on_rows)
+    from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS
+
+    sets = "on" if VENDOR_DEFAULTS["hip"].stride_sets else "off"
     title = (f"# AMD resources, {datetime.date.today()}\n\nGrid {args.grid}, {args.levels} levels; HIP vendor default "
-             f"schedule{' with k_unroll ' + args.k_unroll if args.k_unroll else ''}; host {platform.node() or 'unknown'}.")
+             f"schedule (stride_sets {sets}){' with k_unroll ' + args.k_unroll if args.k_unroll else ''}; "
+             f"host {platform.node() or 'unknown'}.")
     text = amd_tables.markdown(rows, archs, title, getattr(args, "wide", False))
     if args.k_unroll:
         text += "\n## Scan kernels per k_unroll\n\n" + "\n".join(amd_tables.unroll_markdown(rows, archs)) + "\n"

@@ -42,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--set", dest="settings", action="append", default=[], metavar="NAME=VALUE",
         help="schedule parameter, e.g. block=256,1 k_per_thread=4 k_unroll=2 h_per_thread=2 smem_tables=C2E "
-        "max_registers=64 min_blocks_per_sm=2 index_bits=32|64|auto chiplet_remap=true chiplets=8 (repeatable)",
+        "max_registers=64 min_blocks_per_sm=2 index_bits=32|64|auto chiplet_remap=true chiplets=8 stride_sets=true|false "
+        "(repeatable)",
     )  # fmt: skip
     p.add_argument("--kernel", action="append", default=[], metavar="NAME",
                    help="apply the settings to this kernel only (repeatable; default: every kernel)")  # fmt: skip

@@ -20,6 +20,7 @@ SPACES = ("quick", "full")
 QUICK = (
     "block128x1", "block256x1", "block32x8", "block64x4", "kpt2", "kpt4", "unroll2", "hpt2", "block32x4",
     "idx32", "idx64", "idx_auto", "smem", "block32x8_idx32", "kpt2_idx32", "block128x1_kpt4_idx32",
+    "stridesets", "fieldstrides",
 )  # fmt: skip
 FULL = (
     "block64x1", "block512x1", "block32x2", "block128x2", "block64x8", "kpt8", "unroll4", "hpt4", "maxreg64",
@@ -28,6 +29,10 @@ FULL = (
 )  # fmt: skip
 # maxreg40/48: REGIONAL's rho_theta main kernel runs at 56 registers, 53 % occupancy and 2.2 TB/s
 # (ncu, benchmarks/h200/2026-12-03-s23): caps below 64 let more warps hide its gathers' latency.
+# stridesets / fieldstrides: the kernel arguments' `stride_sets` on / off, the other one than the
+# vendor default (the one equal to it is dropped below): fewer arguments (AMD's SGPRs) against the
+# registers nvcc spent on the shared strides (sm_90); not timed on a GPU yet. A kernel that picks
+# stride sets runs its per-field-strides variant for fields laid out otherwise (gpu.bind_program).
 HIP_ONLY = ("chiplet8",)
 
 _WORDS = (  # word -> knobs of the Schedule
@@ -41,6 +46,8 @@ _WORDS = (  # word -> knobs of the Schedule
     (r"maxreg(\d+)", lambda n: {"max_registers": int(n)}),
     (r"minblocks(\d+)", lambda n: {"min_blocks_per_sm": int(n)}),
     (r"chiplet(\d+)", lambda n: {"chiplet_remap": True, "chiplets": int(n)}),
+    (r"stridesets", lambda: {"stride_sets": True}),
+    (r"fieldstrides", lambda: {"stride_sets": False}),
 )
 
 

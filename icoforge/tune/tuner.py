@@ -99,8 +99,9 @@ def target_for_backend(backend: str) -> Target:
 @dataclasses.dataclass(frozen=True)
 class CandidateRun:
     """One candidate applied to every kernel: status OK, REFUSED (the schedule cannot apply to
-    some kernel: ScheduleError before compiling), DIFFERS (outputs not equal to the default's) or
-    ERROR (build or run failed)."""
+    some kernel: ScheduleError before compiling; or the inputs do not fit its stride sets, so it ran
+    its per-field-strides variant), DIFFERS (outputs not equal to the default's) or ERROR (build
+    or run failed)."""
 
     id: str
     schedule: Schedule
@@ -260,6 +261,9 @@ def run_candidate(bench: _Bench, cid: str, art: Any, schedule: Schedule) -> Cand
     try:
         fn = bench.target.load(art)
         got = bench.checked_run(fn)
+        if getattr(fn, "icoforge_per_field_calls", 0):  # its stride sets did not fit the inputs (gpu.bind_program)
+            return CandidateRun(cid, schedule, "REFUSED", "the inputs' layout does not fit its stride sets: the call ran "
+                                "its per-field-strides variant, which is not the candidate")  # fmt: skip
         if bench.reference is None:
             bench.reference = got
             bench.check_reference()
@@ -368,7 +372,12 @@ def tune_suite_program(
     info = get_program(name)
     overrides, statics = static_variant(info, "icon4py", static_values or {})
     progress(f"inputs and kernel IR of {name}", 0, 1)
-    allocator = None if target.emulated else get_backend(f"icoforge-{target.vendor}")
+    if target.emulated:  # laid out as on the GPU (what stride sets take; NumPy's C order would not fit them)
+        from icoforge.backend.runtime.emulate import emulated_allocator
+
+        allocator = emulated_allocator()
+    else:
+        allocator = get_backend(f"icoforge-{target.vendor}")
     args = {**make_inputs(info, grid, seed, allocator=allocator), **overrides}
     pir = suite_program_ir(info, grid, args, statics)
     outputs = tuple(o for o in info.outputs if o in args)

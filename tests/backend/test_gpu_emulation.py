@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from icoforge.backend.runtime.emulate import load_emulated, make_emulated_backend
+from icoforge.backend.runtime import gpu
+from icoforge.backend.runtime.emulate import EmulatedRuntime, emulated_allocator, load_emulated, make_emulated_backend
 from icoforge.backend.runtime.gpu import gpu_artifact
 from icoforge.backend.runtime.precompile import program_ir
 from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule, Schedule
@@ -50,6 +51,10 @@ SCHEDULES = {
     "smem": Schedule(smem_tables=("*",)),
     "smem-everything": Schedule(block=(32, 4), k_per_thread=3, k_unroll=2, h_per_thread=3, smem_tables=("*",),
                                 index_bits="auto", chiplet_remap=True, chiplets=5),
+    # kernel arguments: one stride set per dims and dtype (the HIP default; CUDA's off)
+    "stride-sets": Schedule(block=(32, 8), index_bits="auto", stride_sets=True),
+    "stride-sets-everything": Schedule(block=(32, 4), k_per_thread=3, k_unroll=2, h_per_thread=2, smem_tables=("*",),
+                                       index_bits=32, stride_sets=True),
 }
 SMEM = Schedule(block=(64, 2), h_per_thread=2, smem_tables=("*",))
 
@@ -72,9 +77,16 @@ def emulated(vendor: str, schedule: Schedule, thread_order: str = "forward") -> 
         art = gpu_artifact(program_ir(info.program, grid.connectivities), vendor, ProgramSchedule(schedule))
         program = load_emulated(art, thread_order)
         names = [p.name for p in info.params]
-        return lambda a: program(*[a[n] for n in names], offset_provider=grid.connectivities)
 
-    return CustomBackend(f"emulated-{vendor}", prepare, allocator=np)
+        def call(a):
+            program(*[a[n] for n in names], offset_provider=grid.connectivities)
+            # fields laid out by GT4Py's allocator fit the stride sets: the schedule's code ran, not
+            # the per-field-strides variant that stands in for fields laid out otherwise
+            assert program.icoforge_per_field_calls == 0
+
+        return call
+
+    return CustomBackend(f"emulated-{vendor}", prepare, allocator=emulated_allocator())
 
 
 def check(
@@ -210,3 +222,99 @@ def test_planted_faults_in_the_emulated_output_or_the_reference_fail_the_gt4py_c
         else:
             d["sums"]["sum"] += 1e-9 * d["sums"]["abs"]
         assert not refs.check_program(info, backend, grid, wrong, run=lambda *a: real).passed, where
+
+
+@pytest.mark.parametrize(
+    "vendor,schedule", [("hip", VENDOR_DEFAULTS["hip"]), ("cuda", VENDOR_DEFAULTS["cuda"].replace(stride_sets=True))],
+    ids=["hip-default", "cuda-stride-sets"],
+)  # fmt: skip
+def test_a_field_laid_out_unlike_its_stride_set_runs_the_per_field_variant(vendor, schedule, grid, monkeypatch, capsys):
+    """With stride sets (issue 50, codegen/cuda.py `stride_sets`; the HIP default) the kernels
+    address the fields of one dims and dtype with one set of strides. A call whose fields are laid
+    out otherwise is never refused and never misaddressed: it runs the program's per-field-strides
+    variant, built at the first such call with one log line (gpu.bind_program). Planted here:
+    `z_theta_v_fl_e` with the values of a GT4Py field but its levels further apart than
+    `mass_fl_e`'s (GT4Py pads them to 64 bytes), then `mass_fl_e` and the output `z_flxdiv_mass`
+    as NumPy C-order arrays (horizontal stride = levels, not 1): the CPU target's results, bit for
+    bit. Without the fallback these calls raise StrideSetMismatch; without the check (`_shared`
+    made to pass the first member's strides unchecked) they compute wrong results."""
+    import gt4py.next as gtx
+    from gt4py.next.embedded.nd_array_field import NumPyArrayField
+
+    from icoforge.backend.runtime import host_checks
+    from icoforge.suite.inputs import make_inputs
+    from icoforge.suite.verify import run_once
+
+    name = "compute_divergence_of_fluxes_of_rho_and_theta"
+    info = get_program(name)
+    args = make_inputs(info, grid, seed=3, allocator=emulated_allocator())
+    expected = run_once(info, "icoforge-cpu", grid, args, "none")
+    good = args["z_theta_v_fl_e"]
+    n_h, n_k = good.ndarray.shape
+    shared = args["mass_fl_e"].ndarray.strides[1] // 8  # the Edge_K set's level stride: the first member's
+    padded = np.zeros((n_k, n_h + 32))  # the same values, levels n_h + 32 > `shared` elements apart
+    assert n_h <= shared < n_h + 32
+    padded[:, :n_h] = good.ndarray.T
+    planted = {**args, "z_theta_v_fl_e": NumPyArrayField.from_array(padded[:, :n_h].T, domain=good.domain)}
+    assert np.array_equal(planted["z_theta_v_fl_e"].asnumpy(), good.asnumpy())
+    c_order = {**args, "mass_fl_e": np.ascontiguousarray(args["mass_fl_e"].asnumpy())}
+
+    art = gpu_artifact(program_ir(info.program, grid.connectivities), vendor, ProgramSchedule(schedule))
+    assert art.stride_sets and "Edge_K_s1" in art.module_source
+    program = load_emulated(art)
+    names = [p.name for p in info.params]
+
+    def call(a, c_order_output=False):
+        a = {**a, **{o: gtx.as_field(a[o].domain, a[o].asnumpy(), allocator=emulated_allocator()) for o in info.outputs}}
+        if c_order_output:
+            a["z_flxdiv_mass"] = np.ascontiguousarray(a["z_flxdiv_mass"].asnumpy())
+        program(*[a[n] for n in names], offset_provider=grid.connectivities)
+        return {o: np.asarray(a[o] if isinstance(a[o], np.ndarray) else a[o].asnumpy()) for o in info.outputs}
+
+    def same(got):
+        return all(np.array_equal(got[o], expected[o], equal_nan=True) for o in info.outputs)
+
+    assert same(call(args)) and program.icoforge_per_field_calls == 0  # laid out alike: the stride sets ran
+    assert program.icoforge_per_field_variant is None and capsys.readouterr().err == ""
+    assert same(call(planted)) and program.icoforge_per_field_calls == 1
+    log = capsys.readouterr().err.strip().splitlines()
+    assert len(log) == 1 and f"field 'z_theta_v_fl_e' has strides (1, {n_h + 32}), 'mass_fl_e' of the same dims" in log[0], log
+    assert "running the per-field-strides variant" in log[0]
+    variant = program.icoforge_per_field_variant
+    assert not variant.stride_sets and "Edge_K_s1" not in variant.module_source and "mass_fl_e_s1" in variant.module_source
+    assert same(call(c_order, c_order_output=True)) and program.icoforge_per_field_calls == 2
+    assert capsys.readouterr().err == ""  # one line per program, at the first such call
+    assert same(call(args)) and program.icoforge_per_field_calls == 2  # the stride sets again for fields that fit
+
+    with pytest.raises(host_checks.StrideSetMismatch, match=r"field 'mass_fl_e' has stride \d+ along Edge, not 1"):
+        gpu.bind_program(art, program.icoforge_kernels, EmulatedRuntime(art.program_name))(
+            *[c_order[n] for n in names], offset_provider=grid.connectivities
+        )  # without a way to load the variant: the mismatch, a CallArgumentError, never a wrong address
+
+    def unchecked(program_name, arrays, unit=None):
+        strides = arrays[0][1][1:]
+        return strides if unit is None else strides[: unit[0]] + strides[unit[0] + 1 :]
+
+    monkeypatch.setattr(host_checks, "_shared", unchecked)  # the host plan imports it when it is loaded
+    unchecked_program = load_emulated(art)
+    a = {**planted, **{o: gtx.as_field(args[o].domain, args[o].asnumpy(), allocator=emulated_allocator()) for o in info.outputs}}
+    unchecked_program(*[a[n] for n in names], offset_provider=grid.connectivities)
+    wrong = {o: a[o].asnumpy() for o in info.outputs}
+    assert unchecked_program.icoforge_per_field_calls == 0 and not same(wrong)
+
+
+def test_stride_sets_are_schedule_data():
+    """The knob: off in the Schedule and CUDA's default, on in HIP's; a schedule's JSON, CLI
+    setting, description and the tuner's space carry it, and it is part of the key (caches)."""
+    from icoforge.tune.space import candidates, knobs
+
+    assert not Schedule().stride_sets and not VENDOR_DEFAULTS["cuda"].stride_sets and VENDOR_DEFAULTS["hip"].stride_sets
+    on = Schedule(stride_sets=True)
+    assert Schedule.from_json(on.to_json()) == on and Schedule().with_settings(["stride_sets=on"]) == on
+    assert "stride_sets on" in on.describe() and "stride_sets" not in Schedule().describe()
+    assert ProgramSchedule(on).key() != ProgramSchedule(Schedule()).key()
+    with pytest.raises(Exception, match="stride_sets must be true or false"):
+        Schedule(stride_sets="yes").validate()
+    assert knobs("stridesets") == {"stride_sets": True} and knobs("fieldstrides") == {"stride_sets": False}
+    assert candidates("cuda")["stridesets"] == VENDOR_DEFAULTS["cuda"].replace(stride_sets=True) and "fieldstrides" not in candidates("cuda")
+    assert candidates("hip")["fieldstrides"] == VENDOR_DEFAULTS["hip"].replace(stride_sets=False) and "stridesets" not in candidates("hip")

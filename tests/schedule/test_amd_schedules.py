@@ -18,7 +18,7 @@ import pytest
 from conftest import REPRESENTATIVES
 
 from icoforge.backend.runtime.amd_check import amd_check, find_amd_clang
-from icoforge.backend.runtime.emulate import load_emulated
+from icoforge.backend.runtime.emulate import emulated_allocator, load_emulated
 from icoforge.backend.runtime.gpu import cupy_vendor, gpu_artifact
 from icoforge.backend.schedule.occupancy import amd_vgpr_waves
 from icoforge.backend.runtime.precompile import program_ir
@@ -52,7 +52,7 @@ def emulated_hip(schedule: Schedule) -> CustomBackend:
         names = [p.name for p in info.params]
         return lambda a: program(*[a[n] for n in names], offset_provider=grid.connectivities)
 
-    return CustomBackend("emulated-hip", prepare, allocator=np)
+    return CustomBackend("emulated-hip", prepare, allocator=emulated_allocator())
 
 
 def check_bit_for_bit(name: str, schedule: Schedule, grid) -> None:

@@ -217,12 +217,15 @@ def fake_field(shape, strides):
     return SimpleNamespace(ndarray=SimpleNamespace(shape=shape), domain=SimpleNamespace(ranges=ranges), strides=strides)
 
 
-def run_plan(program, schedule, c_strides, cells=5120, edges=7680, nk=10, kernels=None):
+def run_plan(program, schedule, c_strides, cells=5120, edges=7680, nk=10, kernels=None, out_strides=None):
+    """The plan of `chained`; `out` laid out (1, cells) unless `out_strides` says otherwise.
+    Stride sets off, the kernel arguments are per array its pointer and strides: c, c_s0, c_s1,
+    out, .., C2E, .., E2C, .., then h0..k1; on (`stride_sets_plan`), see there."""
     art = gpu_artifact(program, "cuda", ProgramSchedule(schedule))
     ns: dict = {}
     exec(compile(art.host_plan, "<plan>", "exec"), ns)
     c = fake_field((cells, nk), c_strides)
-    out = fake_field((cells, nk), (1, cells))
+    out = fake_field((cells, nk), out_strides or (1, cells))
     op = {"C2E": fake_field((cells, 3), (3, 1)), "E2C": fake_field((edges, 2), (2, 1))}
     rt = FakeRuntime()
     ns["launch"]((c, out), op, kernels or {"chained_k0": "K"}, rt)
@@ -268,3 +271,116 @@ def test_a_64_bit_twin_counts_and_is_timed_as_its_kernel():
     art = SimpleNamespace(kernel_names=("p_k0", "p_k0_w", "p_k1"))
     assert kernel_count(SimpleNamespace(icoforge_artifact=art)) == 2
     assert (_kernel_name(SimpleNamespace(name="p_k0_w")), _kernel_name(SimpleNamespace(name="p_k1"))) == ("p_k0", "p_k1")
+
+
+# --- stride sets (the schedule's stride_sets: the HIP default, issue 50) --------------------------
+
+
+def test_fields_of_one_dims_and_dtype_pass_one_stride_set(kind_irs, representative_irs):
+    """Kernel arguments with stride_sets on: a pointer per array, then one stride set per dims and
+    dtype of the call's fields (temporaries per dims and horizontal range, each table its own),
+    named after it and printed with its members, the horizontal stride 1 written into the code;
+    the kernel addresses every member with it. Off (CUDA's default): each array's own strides, the
+    code as before the knob."""
+    from icoforge.backend.codegen.cuda import kernel_param_order, stride_sets
+
+    prog = kind_irs["chained"]
+    k = kernel(prog)
+    assert [(st.name, st.members) for st in stride_sets(k, prog)] == [("C2E", ("C2E",)), ("Cell_K", ("c", "out")), ("E2C", ("E2C",))]
+    assert [st.unit for st in stride_sets(k, prog)] == [None, 0, None]  # a field's horizontal stride is 1; a table's passed
+    assert [kind for kind, _ in kernel_param_order(k, prog, True)] == ["field", "field", "table", "table", "strides", "strides", "strides"]
+    assert [kind for kind, _ in kernel_param_order(k, prog)] == ["field", "field", "table", "table"]
+    art = gpu_artifact(prog, "cuda", ProgramSchedule(Schedule(stride_sets=True)))
+    text = kernel_sources(art.module_source)["chained_k0"]
+    assert "// Cell_K_s*: strides of c, out" in text and "// stride 1, not passed: the horizontal dimension" in text
+    assert "out[i + k * Cell_K_s1] = " in text and "Cell_K_s0" not in text and "c_s1" not in text and "out_s1" not in text
+    assert "stride_sets on" in text and "convention 2" in art.module_source
+    off = gpu_artifact(prog, "cuda", ProgramSchedule(Schedule()))
+    text = kernel_sources(off.module_source)["chained_k0"]
+    assert "out[i * out_s0 + k * out_s1] = " in text and "Cell_K" not in off.module_source and "stride_sets" not in off.module_source
+    assert "Kernel arguments" not in off.module_source and "_shared" not in off.host_plan
+    assert off == art.per_field_variant()  # what a call whose fields do not fit the sets runs
+    # the call's fields share by dims and dtype, temporaries (laid out by the runtime) by dims and
+    # horizontal range, never with a field; every array of the kernel in exactly one set
+    prog = representative_irs["apply_divergence_damping_and_update_vn"]
+    temporaries = {t.name: t for t in prog.temporaries}
+    for k in prog.kernels():
+        sets = stride_sets(k, prog)
+        for st in sets:
+            if st.members[0] in {t.name for t in prog.tables}:
+                assert st.members == (st.name,)
+                continue
+            fields = [prog.field(m) for m in st.members]
+            if st.name.startswith("tmp_"):
+                assert {m in temporaries for m in st.members} == {True}
+                assert len({(f.dims, f.domain.h_start, f.domain.h_end) for f in fields}) == 1
+            else:
+                assert not temporaries.keys() & set(st.members) and len({(f.dims, f.dtype) for f in fields}) == 1
+        members = [m for st in sets for m in st.members]
+        assert sorted(members) == sorted({*k.fields_read(), *k.fields_written(), *k.tables_used()})
+        assert len(sets) == len({st.name for st in sets})
+
+
+def test_stride_sets_host_plan_args_and_32_bit_checks(kind_irs):
+    """Arguments with stride sets: the pointers of c, out, C2E, E2C, then the strides C2E_s0,
+    C2E_s1, Cell_K_s1 (of c and out; Cell_K_s0 is 1) and E2C_s0, E2C_s1, then h0..k1; 32-bit
+    strides and the 32-bit index checks as without."""
+    prog = kind_irs["chained"]
+    on = dict(stride_sets=True)
+    ((_, grid, block, args),) = run_plan(prog, Schedule(block=(64, 2), k_per_thread=4, h_per_thread=3, **on), (1, 5120), out_strides=(1, 5120))
+    assert grid == (-(-5120 // 192), 2, 1) and block == (64, 2, 1)
+    assert len(args) == 4 + 5 + 4 and all(type(a) is np.int64 for a in args[4:9])
+    ((_, _, _, args),) = run_plan(prog, Schedule(index_bits=32, **on), (1, 5120), out_strides=(1, 5120))
+    assert all(type(a) is np.uint64 for a in args[:4]) and all(type(a) is np.int32 for a in args[4:9])
+    huge = (1, 2**28)  # levels 2**28 elements apart: level 9 lies beyond 2**31
+    with pytest.raises(ScheduleError, match=r"chained_k0: index_bits=32, but indices into c reach 2,684,359,680 .*index_bits=64"):
+        run_plan(prog, Schedule(index_bits=32, **on), huge, out_strides=huge)
+    ((_, _, _, args),) = run_plan(prog, Schedule(index_bits=64, **on), huge, out_strides=huge)
+    assert args[6] == 2**28  # Cell_K_s1
+    kernels = {"chained_k0": "K32", "chained_k0_w": "K64"}
+    ((kernel, _, _, args),) = run_plan(prog, Schedule(index_bits="auto", **on), (1, 5120), out_strides=(1, 5120), kernels=kernels)
+    assert kernel == "K32" and all(type(a) is np.int32 for a in args[4:9])
+    ((kernel, _, _, args),) = run_plan(prog, Schedule(index_bits="auto", **on), huge, out_strides=huge, kernels=kernels)
+    assert kernel == "K64" and all(type(a) is np.int64 for a in args[4:9])
+
+
+def test_fields_that_do_not_fit_their_stride_set_stop_the_plan_before_any_launch(kind_irs):
+    """The plan checks, before it launches anything, that a stride set's fields have its strides
+    and a contiguous horizontal dimension: a field laid out otherwise raises StrideSetMismatch (a
+    CallArgumentError naming it), on which the program's callable runs its per-field-strides
+    variant (tests/backend/test_gpu_emulation.py runs it); never addressed with another field's
+    strides or with stride 1. Off, any layout is passed as it is."""
+    from icoforge.backend.runtime.host_checks import StrideSetMismatch
+    from icoforge.errors import CallArgumentError
+
+    prog = kind_irs["chained"]
+    kernels = {"chained_k0": "K", "chained_k0_w": "W"}
+    assert issubclass(StrideSetMismatch, CallArgumentError)
+    for bits in (64, 32, "auto"):
+        with pytest.raises(StrideSetMismatch, match=r"^chained: field 'out' has strides \(1, 6000\), 'c' of the same dims "
+                           r"and dtype \(1, 5120\)") as e:  # fmt: skip
+            run_plan(prog, Schedule(index_bits=bits, stride_sets=True), (1, 5120), out_strides=(1, 6000), kernels=kernels)
+        assert e.value.field == "out" and e.value.program == "chained"
+        with pytest.raises(StrideSetMismatch, match=r"chained: field 'out' has stride 10 along Cell, not 1"):
+            run_plan(prog, Schedule(index_bits=bits, stride_sets=True), (1, 5120), out_strides=(10, 1), kernels=kernels)
+        with pytest.raises(StrideSetMismatch, match=r"chained: field 'c' has stride 10 along Cell, not 1"):  # the first member too
+            run_plan(prog, Schedule(index_bits=bits, stride_sets=True), (10, 1), out_strides=(10, 1), kernels=kernels)
+        ((_, _, _, args),) = run_plan(prog, Schedule(index_bits=bits), (10, 1), out_strides=(1, 6000), kernels=kernels)
+        assert [int(a) for a in args[1:3]] == [10, 1] and [int(a) for a in args[4:6]] == [1, 6000]
+
+
+def test_stride_sets_per_kernel(representative_irs):
+    """A knob like any other: a per-kernel schedule turns stride sets on for its kernel only; the
+    other kernels, the variant and the schedule's key say what each got."""
+    prog = representative_irs["apply_divergence_damping_and_update_vn"]
+    names = [k.name for k in prog.kernels()]
+    assert len(names) >= 2
+    schedule = ProgramSchedule(Schedule()).with_kernel(names[0], Schedule(stride_sets=True))
+    assert schedule.key() != ProgramSchedule(Schedule()).key()
+    art = gpu_artifact(prog, "cuda", schedule)
+    sources = kernel_sources(art.module_source)
+    assert "stride_sets on" in sources[names[0]] and "_s*: strides of" in sources[names[0]]
+    assert all("stride_sets" not in sources[n] and "_s*: strides of" not in sources[n] for n in names[1:])
+    assert art.stride_sets and "_shared(" in art.host_plan
+    variant = art.per_field_variant()
+    assert not variant.stride_sets and variant == gpu_artifact(prog, "cuda", ProgramSchedule(Schedule()))

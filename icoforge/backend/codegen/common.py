@@ -2,7 +2,9 @@
 
 Fields are addressed with explicit strides: element (i, k) of `vn` is `vn[i * vn_s0 + k * vn_s1]`,
 the base pointer already shifted by the field's origin. Strides are run-time values, so one build
-serves any layout (C order on the CPU, horizontal-unit-stride on GPUs).
+serves any layout. A renderer may address several arrays with one set of strides, one of them
+1 and left out (`ExprRenderer.stride_sets`: the GPU kernels' stride sets, cuda.py), e.g.
+`vn[i + k * Edge_K_s1]`.
 """
 
 from __future__ import annotations
@@ -54,6 +56,14 @@ class ExprRenderer:
         self.index_type = index_type
         self.device = device
         self.types = DEVICE_TYPES if device else C_TYPES
+        # array (C name) -> (the stride set it is addressed with, its dimension of stride 1 or None);
+        # default: its own strides, none folded
+        self.stride_sets: dict[str, tuple[str, int | None]] = {}
+
+    def stride(self, name: str, d: int) -> str | None:
+        """The stride of array `name` (its C name) along its dimension `d`; None: 1, left out."""
+        set_name, unit = self.stride_sets.get(name, (name, None))
+        return None if d == unit else f"{set_name}_s{d}"
 
     def ctype(self, dtype: str) -> str:
         return self.types[dtype]
@@ -98,18 +108,18 @@ class ExprRenderer:
     def r_FieldBound(self, e: ir.FieldBound) -> str:
         return f"{cname(e.field)}_{'stop' if e.stop else 'start'}_{e.dim}"
 
-    def index_term(self, idx: ir.Expr, stride: str) -> str | None:
+    def index_term(self, idx: ir.Expr, stride: str | None) -> str | None:
         if isinstance(idx, ir.Const):
             if idx.value == 0:
                 return None
-            return f"{idx.value} * {stride}"
+            return f"{idx.value} * {stride}" if stride else f"{idx.value}"
         s = self.render(idx)
         if isinstance(idx, (ir.Binary, ir.Select)):
             s = f"({s})"
-        return f"{s} * {stride}"
+        return f"{s} * {stride}" if stride else s
 
     def offset(self, name: str, index: tuple[ir.Expr, ...]) -> str:
-        terms = [t for d, idx in enumerate(index) if (t := self.index_term(idx, f"{name}_s{d}")) is not None]
+        terms = [t for d, idx in enumerate(index) if (t := self.index_term(idx, self.stride(name, d))) is not None]
         return " + ".join(terms) if terms else "0"
 
     def r_Load(self, e: ir.Load) -> str:

@@ -1,8 +1,27 @@
 """CUDA/HIP target: one source for both vendors (a thin macro prelude), plus a host launch plan.
 
-Kernels are `extern "C" __global__` with short names. Field pointers arrive already shifted by
-the field's origin. How the work is laid out follows the kernel's `Schedule` (schedule.py), and a
-comment line above each kernel states the schedule it got:
+Kernels are `extern "C" __global__` with short names. Their arguments (`kernel_param_order`),
+by the kernel's schedule knob `stride_sets`:
+- off (the CUDA default): per array its pointer, already shifted by the array's origin, then its
+  strides (`vn[i * vn_s0 + k * vn_s1]`); then the scalars and the bounds h0, h1, k0, k1;
+- on (the HIP default): the arrays' pointers; the stride sets; the scalars; the bounds. A stride
+  set (`stride_sets`) is the strides that several arrays have, passed once for all of them, but
+  for the contiguous dimension, whose stride 1 is written into the code: the call's fields of
+  one dims and dtype (`next_vn[i + k * Edge_K_s1]`; GT4Py's allocators lay such fields out
+  alike, horizontal dimension contiguous), the temporaries of one dims and horizontal range;
+  each table has its own, all strides passed. The host plan checks every call, before it launches
+  anything, that a set's arrays have its strides (host_checks._shared); a call whose fields are
+  laid out otherwise runs the program's variant with the knob off, built at the first such call
+  (gpu.bind_program), never a wrong address. Why: on AMD every kernel argument is loaded into
+  scalar registers (SGPRs), and the big gather kernels, with two strides per field, spilt them
+  into vector lanes (issue 50); sharing alone made nvcc keep the shared products `k * Edge_K_s1`
+  live and cost registers (one kernel spilt), the unit stride took that back, but on sm_90 41
+  kernels still took more registers than with the knob off (not timed on a GPU: off on CUDA).
+The C++ target keeps every stride of every field: its kernels take one `Args` reference, and it
+accepts any layout of any field.
+
+How the work is laid out follows the kernel's `Schedule` (schedule.py), and a comment line above
+each kernel states the schedule it got:
 
 - maps over points x levels: threads on x over horizontal points, on y over chunks of
   `k_per_thread` consecutive levels; neighbour indices and other k-invariant values (also
@@ -27,6 +46,7 @@ The host plan, generated Python that launches these kernels, is printed by `host
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 
 from icoforge.backend.ir import ir
@@ -78,6 +98,13 @@ def kernel_attributes(launch: KernelLaunch, vendor: str) -> str:
     return f"__launch_bounds__({threads})"
 
 
+# The argument convention of kernels with stride sets, printed in the second line of a module that
+# has such kernels (a module without them reads as before the knob): a change of it changes the
+# module text, so every compiled-module cache (CuPy's, keyed by the source) misses on purpose.
+# 1: a pointer and strides per array (stride_sets off, no line); 2: a pointer per array, one
+# stride set per `StrideSet`.
+KERNEL_ARGS_VERSION = 2
+
 WIDE_SUFFIX = "_w"  # the 64-bit twin of an index_bits="auto" kernel (IR kernel names end in _k<number>)
 
 
@@ -98,20 +125,95 @@ def kernel_functions(program: ir.ProgramIR, launches: dict[str, KernelLaunch]) -
     return out
 
 
-def kernel_params(k: ir.Kernel, program: ir.ProgramIR, r: ExprRenderer, idx: str = "long long") -> list[DeviceParam]:
-    """The kernel's parameters, in `kernel_param_order` (the host plan passes them in that order)."""
+@dataclasses.dataclass(frozen=True)
+class StrideSet:
+    """Arrays of one kernel addressed with one set of strides, kernel arguments `<name>_s<d>` for
+    each dimension d but `unit`, whose stride is 1 (see `stride_sets`). The host plan passes the
+    first member's strides once it has checked that every member has them."""
+
+    name: str
+    ndim: int
+    members: tuple[str, ...]  # array names, sorted
+    unit: int | None = None  # the dimension of stride 1, not passed (None: every stride passed)
+    unit_dim: str = ""  # its name
+
+    @property
+    def passed(self) -> tuple[int, ...]:
+        """The dimensions whose strides are kernel arguments."""
+        return tuple(d for d in range(self.ndim) if d != self.unit)
+
+
+def _contiguous(dims: tuple[str, ...], kinds: dict[str, str]) -> int | None:
+    """The dimension GT4Py's allocators make contiguous (the first horizontal one, else the first
+    vertical one), which the runtime's temporaries have contiguous too."""
+    for kind in ("horizontal", "vertical"):
+        found = [d for d, dim in enumerate(dims) if kinds.get(dim) == kind]
+        if found:
+            return found[0]
+    return None
+
+
+def stride_sets(k: ir.Kernel, program: ir.ProgramIR) -> tuple[StrideSet, ...]:
+    """The kernel's stride sets, sorted by name:
+    - the call's fields of one dims and dtype (`Edge_K`; `Cell_K_bool` beside `Cell_K_float64`
+      where one kernel has both): GT4Py's allocators lay them out alike, the horizontal
+      dimension contiguous (stride 1, not passed: `vn[i + k * Edge_K_s1]`), the others padded by
+      dtype (a 2-d field's vertical extent does not enter its strides);
+    - the temporaries of one dims and horizontal range (`tmp_Cell_K`; `tmp_Cell_K_1`, `_2` where
+      one kernel has several ranges): the runtime lays each out as (1, points of its range);
+    - each table alone, named after it, every stride passed (each has its own width and layout)."""
+    temporaries = {t.name: t for t in program.temporaries}
+    kinds = dict(program.dim_kinds)
+    groups: dict[tuple, list[str]] = {}
+    for n in sorted({*k.fields_read(), *k.fields_written()}):
+        f = program.field(n)
+        if n in temporaries:
+            d = temporaries[n].domain
+            key: tuple = ("tmp_" + "_".join(f.dims), d.h_start, d.h_end)
+        else:
+            key = ("_".join(f.dims), f.dtype)
+        groups.setdefault(key, []).append(n)
+    bases = collections.Counter(key[0] for key in groups)
+    seen: collections.Counter[str] = collections.Counter()
+    sets = []
+    for key, members in groups.items():
+        name = key[0]
+        if bases[name] > 1:  # fields named with their dtype, temporaries numbered
+            seen[name] += 1
+            name += f"_{key[1]}" if len(key) == 2 else f"_{seen[name]}"
+        dims = program.field(members[0]).dims
+        unit = _contiguous(dims, kinds)
+        sets.append(StrideSet(name, len(dims), tuple(members), unit, "" if unit is None else dims[unit]))
+    sets += [StrideSet(cname(t), 2, (t,)) for t in sorted(k.tables_used())]
+    args = [f"{st.name}_s{d}" for st in sets for d in st.passed]
+    symbols = {cname(m) for st in sets for m in st.members} | {cname(p.name) for p in k.params_used()}
+    if len(set(args)) < len(args) or symbols & set(args):  # pragma: no cover - dims are CamelCase, icon4py's symbols not
+        raise AssertionError(f"{k.name}: stride arguments {args} clash with each other or with {sorted(symbols)}")
+    return tuple(sorted(sets, key=lambda st: st.name))
+
+
+def kernel_params(
+    k: ir.Kernel, program: ir.ProgramIR, r: ExprRenderer, idx: str = "long long", shared: bool = False
+) -> list[DeviceParam]:  # fmt: skip
+    """The kernel's parameters, in `kernel_param_order` (the host plan passes them in that order);
+    `shared`: its schedule's `stride_sets` (off: each array's strides after its pointer)."""
     written = set(k.fields_written())
+    sets = {st.name: st for st in stride_sets(k, program)} if shared else {}
     params: list[DeviceParam] = []
-    for kind, name in kernel_param_order(k, program):
+    for kind, name in kernel_param_order(k, program, shared):
         if kind == "field":
             f = program.field(name)
             const = "" if name in written else "const "
             params.append(DeviceParam(f"{const}{r.ctype(f.dtype)}*", cname(name)))
-            params += [DeviceParam(f"const {idx}", f"{cname(name)}_s{d}") for d in range(len(f.dims))]
+            if not shared:
+                params += [DeviceParam(f"const {idx}", f"{cname(name)}_s{d}") for d in range(len(f.dims))]
         elif kind == "table":
             tb = next(x for x in program.tables if x.name == name)
             params.append(DeviceParam(f"const {r.ctype(tb.dtype)}*", cname(name)))
-            params += [DeviceParam(f"const {idx}", f"{cname(name)}_s0"), DeviceParam(f"const {idx}", f"{cname(name)}_s1")]
+            if not shared:
+                params += [DeviceParam(f"const {idx}", f"{cname(name)}_s0"), DeviceParam(f"const {idx}", f"{cname(name)}_s1")]
+        elif kind == "strides":
+            params += [DeviceParam(f"const {idx}", f"{name}_s{d}") for d in sets[name].passed]
         else:
             p = next(p for p in k.params_used() if p.name == name)
             params.append(DeviceParam(f"const {r.ctype(p.dtype)}", cname(p.name)))
@@ -119,15 +221,29 @@ def kernel_params(k: ir.Kernel, program: ir.ProgramIR, r: ExprRenderer, idx: str
     return params
 
 
-def kernel_param_order(k: ir.Kernel, program: ir.ProgramIR) -> list[tuple[str, str]]:
-    """What the host passes, in order: ("field", name) | ("table", name) | ("scalar", name).
+def kernel_param_order(k: ir.Kernel, program: ir.ProgramIR, shared: bool = False) -> list[tuple[str, str]]:
+    """What the host passes, in order: ("field", name) | ("table", name) (a pointer each, and
+    without `shared` its strides), then with `shared` (the schedule's `stride_sets`) ("strides",
+    stride set name), then ("scalar", name).
 
     Sorted by name, so the order does not depend on where in the body a value is first used
     (passes move loads around); kernel and host plan are printed from the same final IR."""
     out = [("field", n) for n in sorted({*k.fields_read(), *k.fields_written()})]
     out += [("table", t) for t in sorted(k.tables_used())]
+    if shared:
+        out += [("strides", st.name) for st in stride_sets(k, program)]
     out += [("scalar", n) for n in sorted({p.name for p in k.params_used()})]
     return out
+
+
+def stride_set_comments(k: ir.Kernel, program: ir.ProgramIR) -> list[str]:
+    """The stride sets as comment lines: the arrays of each set of fields or temporaries (a table's
+    set is named after it), and the folded unit strides."""
+    sets = stride_sets(k, program)
+    lines = [f"// {st.name}_s*: strides of {', '.join(st.members)}" for st in sets if st.passed and st.members != (st.name,)]
+    if any(st.unit is not None for st in sets):
+        lines.append("// stride 1, not passed: the horizontal dimension of every field and temporary (else the vertical; the host plan checks)")
+    return lines
 
 
 # ---------------------------------------------------------------------------------------------
@@ -174,6 +290,9 @@ def render_kernel_gpu(k: ir.Kernel, program: ir.ProgramIR, launch: KernelLaunch,
     hpt = launch.h_per_thread
     staged = {t: cols for t, cols, _ in launch.smem}
     r = DeviceRenderer(staged)
+    shared = launch.schedule.stride_sets
+    if shared:
+        r.stride_sets = {cname(m): (st.name, st.unit) for st in stride_sets(k, program) for m in st.members}
     kinds = dict(program.dim_kinds)
 
     def store(field: str, value: str) -> str:
@@ -183,8 +302,10 @@ def render_kernel_gpu(k: ir.Kernel, program: ir.ProgramIR, launch: KernelLaunch,
 
     what = f"scan ({'forward' if k.forward else 'backward'})" if k.is_scan else "map"
     lines = [f"// {k.name}: {what} over {k.domain}", f"// schedule: {launch.describe()}"]
+    if shared:
+        lines += stride_set_comments(k, program)
     lines.append(f'extern "C" __global__ void {kernel_attributes(launch, vendor)}')
-    lines.append(f"{k.name}({', '.join(p.declaration() for p in kernel_params(k, program, r, idx))}) {{")
+    lines.append(f"{k.name}({', '.join(p.declaration() for p in kernel_params(k, program, r, idx, shared))}) {{")
     ind = "  "
     has_h = kind in ("map2d", "hmap", "scan")
     lines += _block_lines(launch, idx, ind)
@@ -251,7 +372,7 @@ def _staging_lines(launch: KernelLaunch, program: ir.ProgramIR, r: ExprRenderer,
             f"{ind}__shared__ {ct} {cname(t)}_sh[{n}];  // {t}: {hpt * bx} rows x {cols}",
             f"{ind}for (int icf_e = threadIdx.y * blockDim.x + threadIdx.x; icf_e < {n}; icf_e += blockDim.x * blockDim.y) {{",
             f"{ind}  const {idx} icf_row = {row};",
-            f"{ind}  if (icf_row < h1) {cname(t)}_sh[icf_e] = {cname(t)}[icf_row * {cname(t)}_s0 + (icf_e % {cols}) * {cname(t)}_s1];",
+            f"{ind}  if (icf_row < h1) {cname(t)}_sh[icf_e] = {cname(t)}[icf_row * {r.stride(cname(t), 0)} + (icf_e % {cols}) * {r.stride(cname(t), 1)}];",
             f"{ind}}}",
         ]  # fmt: skip
     lines.append(f"{ind}__syncthreads();  // staged tables ready (no thread has returned before this)")
@@ -301,8 +422,11 @@ def _point_lines(k: ir.Kernel, launch: KernelLaunch, r: ExprRenderer, store, idx
 def device_module(program: ir.ProgramIR, launches: dict[str, KernelLaunch], vendor: str) -> DeviceModule:
     """The module of every kernel, as data; `launches`: `schedule.resolve(program, schedule, vendor)`."""
     first = f"// Generated by icoforge from the GT4Py program `{program.name}` ({vendor.upper()}). Do not edit: regenerate."
+    if any(la.schedule.stride_sets for la in launches.values()):
+        first += (f"\n// Kernel arguments of the kernels with stride_sets on, convention {KERNEL_ARGS_VERSION}: array pointers, "
+                  "stride sets, scalars, h0 h1 k0 k1.")  # fmt: skip
     kernels = tuple(
-        DeviceKernel(k.name, tuple(kernel_params(k, program, DeviceRenderer({}), index_type(la))),
+        DeviceKernel(k.name, tuple(kernel_params(k, program, DeviceRenderer({}), index_type(la), la.schedule.stride_sets)),
                      render_kernel_gpu(k, program, la, vendor), barriers=bool(la.smem), smem_bytes=la.smem_bytes)
         for k, la in kernel_functions(program, launches)
     )  # fmt: skip

@@ -224,7 +224,8 @@ def load_emulated(art: GPUArtifact, thread_order: str = "forward"):
     """The artifact's program, run by CPU emulation: `program(*args, offset_provider=...)`.
     `thread_order` "reversed": the threads of each block (between barriers) in reverse order."""
     kernels, lib = load_kernels(art.device, thread_order)
-    program = bind_program(art, kernels, EmulatedRuntime(art.program_name))  # as on the GPU
+    # as on the GPU, the per-field-strides variant (a call whose fields do not fit a stride set) too
+    program = bind_program(art, kernels, EmulatedRuntime(art.program_name), lambda other: load_kernels(other.device, thread_order)[0])
     program.icoforge_barriers_passed = lib.emu_barriers_passed  # type: ignore[attr-defined]  # block barriers so far
     return program
 
@@ -247,17 +248,27 @@ class EmulatedExecutor:
         return EmulatedArtifact(self.gpu(inp))
 
 
+def emulated_allocator():
+    """The emulated backends' allocator: GT4Py's CPU allocator, which lays fields out as GT4Py's
+    GPU allocators do and as the kernels' stride sets take them (horizontal dimension contiguous,
+    fields of one dims and dtype alike; codegen/cuda.py `stride_sets`). Arrays of another layout
+    (NumPy's C order) run the per-field-strides variant where the schedule has stride sets on
+    (gpu.bind_program)."""
+    from gt4py.next import custom_layout_allocators as allocators
+
+    return allocators.StandardCPUFieldBufferAllocator()
+
+
 def make_emulated_backend(vendor: str = "cuda", schedule: ProgramSchedule | None = None):
     """A GT4Py backend whose programs run the generated CUDA/HIP code by CPU emulation (NumPy
     memory): GT4Py programs with static arguments, e.g. the granule's variants, then go
     through exactly the GPU path (schedules, kernel fusion, shared-memory staging, host plan) on a
     machine without GPU."""
     from gt4py.next import backend as gt_backend
-    from gt4py.next import custom_layout_allocators as allocators
 
     return gt_backend.Backend(
         name=f"icoforge_emulated_{vendor}",
         executor=EmulatedExecutor(GPUExecutor(vendor, schedule or default_program_schedule(vendor))),
-        allocator=allocators.StandardCPUFieldBufferAllocator(),
+        allocator=emulated_allocator(),
         transforms=gt_backend.DEFAULT_TRANSFORMS,
     )

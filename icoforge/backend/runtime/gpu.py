@@ -30,7 +30,8 @@ from icoforge.backend.runtime import deferral
 from icoforge.backend.codegen.cuda import device_module, render_module_gpu
 from icoforge.backend.codegen.device import DeviceModule
 from icoforge.backend.codegen.host import render_host_plan
-from icoforge.backend.schedule.schedule import ProgramSchedule, default_program_schedule
+from icoforge.backend.schedule.schedule import KernelLaunch, ProgramSchedule, default_program_schedule
+from icoforge.backend.runtime.host_checks import StrideSetMismatch
 from icoforge.backend.runtime.workflow import flat_call_args, translate, yield_to_main_process
 from icoforge.errors import IcoforgeError
 
@@ -355,6 +356,25 @@ class GPUArtifact:
     timings: tuple[tuple[str, float], ...] = ()
     program_ir: ir.ProgramIR | None = dataclasses.field(default=None, compare=False, repr=False)  # for perf models
     tuple_params: tuple[tuple[int, int], ...] = ()  # ir.ProgramIR.tuple_params
+    # every kernel's launch (schedule.resolve of program_ir): what `per_field_variant` prints again
+    launches: dict[str, KernelLaunch] | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    @property
+    def stride_sets(self) -> bool:
+        """Has a kernel with the schedule's `stride_sets` on (a call may need `per_field_variant`)."""
+        return self.launches is not None and any(la.schedule.stride_sets for la in self.launches.values())
+
+    def per_field_variant(self) -> "GPUArtifact":
+        """The same IR and launches with `stride_sets` off in every kernel, printed again: each array
+        passes its own strides, any layout fits (what a call whose fields do not fit a stride set
+        runs, `bind_program`)."""
+        if self.launches is None or self.program_ir is None:
+            raise IcoforgeError(f"{self.program_name}: the artifact lacks its IR and launches; no per-field-strides variant")
+        launches = {n: dataclasses.replace(la, schedule=la.schedule.replace(stride_sets=False)) for n, la in self.launches.items()}
+        final = pipeline.hoist_per_launch(self.program_ir, launches)
+        return dataclasses.replace(
+            self, device=device_module(final, launches, self.vendor), host_plan=render_host_plan(final, launches), launches=launches
+        )  # fmt: skip
 
     @property
     def module_source(self) -> str:
@@ -364,13 +384,17 @@ class GPUArtifact:
     def kernel_names(self) -> tuple[str, ...]:
         return self.device.kernel_names
 
-    def load(self) -> stages.ExecutableProgram:
+    def load_kernels(self) -> dict[str, Any]:
+        """The module compiled (NVRTC/hiprtc, or CuPy's disk cache) and loaded: name -> CuPy function."""
         import cupy as cp
 
-        t0 = time.perf_counter()
         module = cp.RawModule(code=self.module_source, options=self.options, name_expressions=None)
-        kernels = {n: module.get_function(n) for n in self.kernel_names}  # CuPy functions: num_regs, local_size_bytes
-        program = bind_program(self, kernels, Runtime(self.program_name))
+        return {n: module.get_function(n) for n in self.kernel_names}  # CuPy functions: num_regs, local_size_bytes
+
+    def load(self) -> stages.ExecutableProgram:
+        t0 = time.perf_counter()
+        kernels = self.load_kernels()
+        program = bind_program(self, kernels, Runtime(self.program_name), GPUArtifact.load_kernels)
         program.icoforge_load_seconds = time.perf_counter() - t0  # type: ignore[attr-defined]
         if settings.current().trace:
             print(f"[icoforge {time.strftime('%H:%M:%S')}] {self.program_name}: {len(kernels)} kernels loaded "
@@ -378,14 +402,46 @@ class GPUArtifact:
         return program
 
 
-def bind_program(art: GPUArtifact, kernels: dict[str, Any], rt: Runtime) -> stages.ExecutableProgram:
+def _host_plan(art: GPUArtifact) -> Callable:
+    namespace: dict[str, Any] = {}
+    exec(compile(art.host_plan, f"<icoforge host plan {art.program_name}>", "exec"), namespace)
+    return namespace["launch"]
+
+
+def bind_program(
+    art: GPUArtifact, kernels: dict[str, Any], rt: Runtime, load_kernels: Callable[[GPUArtifact], dict[str, Any]] | None = None,
+) -> stages.ExecutableProgram:  # fmt: skip
     """The callable of `art` once its kernels are loaded (`kernels`: name -> launchable, on a GPU
     or in the CPU emulation): its host plan compiled once, run by `rt` on GT4Py's arguments
     (tuples of fields flattened). Carries the artifact, runtime and kernels for the lab's timers
-    and reports."""
-    namespace: dict[str, Any] = {}
-    exec(compile(art.host_plan, f"<icoforge host plan {art.program_name}>", "exec"), namespace)
-    launch = namespace["launch"]
+    and reports.
+
+    Stride sets (the schedule's `stride_sets`): a call whose fields do not fit them (the plan raises
+    StrideSetMismatch before any launch) runs the artifact's per-field-strides variant, loaded by
+    `load_kernels` at the first such call (one log line names the field and why) and sharing `rt`;
+    later calls try the stride sets first. Without `load_kernels` the StrideSetMismatch is raised."""
+    launch = _host_plan(art)
+    variant: dict[str, Any] = {}  # "launch", "kernels", "artifact" of the per-field-strides variant, once built
+
+    def per_field(mismatch: StrideSetMismatch) -> tuple[Callable, dict[str, Any]]:
+        if not variant:
+            if load_kernels is None:
+                raise mismatch
+            t0 = time.perf_counter()
+            other = art.per_field_variant()
+            variant.update(launch=_host_plan(other), kernels=load_kernels(other), artifact=other)
+            print(f"[icoforge] {art.program_name}: stride sets do not fit this call: field {mismatch.field!r} {mismatch.why}; "
+                  f"running the per-field-strides variant (built in {time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)  # fmt: skip
+            program.icoforge_per_field_variant = other  # type: ignore[attr-defined]
+        program.icoforge_per_field_calls += 1  # type: ignore[attr-defined]
+        return variant["launch"], variant["kernels"]
+
+    def run(args: tuple, offset_provider: Any) -> None:
+        try:
+            rt.run(launch, args, offset_provider, kernels)
+        except StrideSetMismatch as mismatch:  # raised before any launch, nothing recorded
+            other_launch, other_kernels = per_field(mismatch)
+            rt.run(other_launch, args, offset_provider, other_kernels)
 
     def program(*args: Any, offset_provider: common.OffsetProvider, out: Any = None, **kwargs: Any) -> None:
         if out is not None:
@@ -393,15 +449,17 @@ def bind_program(art: GPUArtifact, kernels: dict[str, Any], rt: Runtime) -> stag
         args = flat_call_args(args, art.tuple_params, art.program_name)
         block = deferral.active()
         if block is None:
-            rt.run(launch, args, offset_provider, kernels)
+            run(args, offset_provider)
         else:  # inside a SubstepFusion block: recorded, run when the block ends
-            block.defer(program, art, rt, lambda: rt.run(launch, args, offset_provider, kernels), args, offset_provider)
+            block.defer(program, art, rt, lambda: run(args, offset_provider), args, offset_provider)
 
     if art.program_ir is not None:
         rt.kernel_fields = graphs_mod.kernel_fields(art.program_ir, art.kernel_names)
     program.icoforge_artifact = art  # type: ignore[attr-defined]
     program.icoforge_runtime = rt  # type: ignore[attr-defined]  # timers attach to it (Runtime.observers)
     program.icoforge_kernels = kernels  # type: ignore[attr-defined]
+    program.icoforge_per_field_variant = None  # type: ignore[attr-defined]  # GPUArtifact, once a call needed it
+    program.icoforge_per_field_calls = 0  # type: ignore[attr-defined]  # calls that ran it (replays not counted)
     return program
 
 
@@ -514,6 +572,7 @@ def gpu_artifact(
         timings=tuple(timings),
         program_ir=scheduled,
         tuple_params=final.tuple_params,
+        launches=launches,
     )
 
 

@@ -1,6 +1,8 @@
 """The checks every generated host plan (codegen/host.py) calls before it launches: fields hold
-what a kernel accesses, 32-bit indices do not overflow, fields that must not share memory do not.
-A plan imports them from here; they raise the errors a user sees."""
+what a kernel accesses, 32-bit indices do not overflow, fields that must not share memory do not,
+the members of a stride set are laid out alike. A plan imports them from here; they raise the
+errors a user sees (but StrideSetMismatch, which the program's callable answers with its
+per-field-strides variant)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,57 @@ def _idx32(kernel, name, view, ranges):
             f"{kernel}: index_bits=32, but indices into {name} reach {largest:,} (> 2**31 - 1): use index_bits=64"
         )
     return _as32(view)
+
+
+# --- stride sets (kernels with the schedule's stride_sets on; codegen/cuda.py `stride_sets`) -------
+
+
+class StrideSetMismatch(CallArgumentError):
+    """A call's field is not laid out as the other members of its stride set (or its contiguous
+    dimension's stride is not 1). Raised by the host plan's prologue, before any launch: the
+    program's callable (gpu.bind_program) then runs its per-field-strides variant. `field`: the
+    field's name, `why`: what differs."""
+
+    def __init__(self, program, field, why):
+        super().__init__(f"{program}: field {field!r} {why}")
+        self.program, self.field, self.why = program, field, why
+
+    def __reduce__(self):  # pickled with its own arguments (the message is made from them)
+        return (type(self), (self.program, self.field, self.why))
+
+
+def _strides32(strides):
+    return tuple(np.int32(s) for s in strides)
+
+
+def _reach32(kernel, arrays):
+    """An index_bits=32 kernel with stride sets: refused if an index into any array could
+    overflow ((name, view, ranges) per array)."""
+    for name, view, ranges in arrays:
+        _idx32(kernel, name, view, ranges)
+
+
+def _shared(program, arrays, unit=None):
+    """The strides a stride set passes ((name, view) per member): the kernels address every member
+    with the first one's, and with stride 1 along dimension `unit` ((index, name) or None), which
+    they are not passed. A member laid out otherwise raises StrideSetMismatch (never addressed
+    wrongly)."""
+    first, view = arrays[0]
+    strides = view[1:]
+    for name, other in arrays:
+        if name != first and other[1:] == strides:  # the common case: laid out as the first
+            continue
+        if unit is not None and other[1 + unit[0]] != 1:
+            raise StrideSetMismatch(
+                program, name, f"has stride {int(other[1 + unit[0]])} along {unit[1]}, not 1 (the stride set's kernels "
+                f"take its {unit[1]} dimension contiguous, as GT4Py's allocators lay fields out)",
+            )  # fmt: skip
+        if other[1:] != strides:
+            raise StrideSetMismatch(
+                program, name, f"has strides {tuple(int(x) for x in other[1:])}, {first!r} of the same dims and dtype "
+                f"{tuple(int(x) for x in strides)} (elements; the stride set's kernels take one set of strides for both)",
+            )  # fmt: skip
+    return strides if unit is None else strides[: unit[0]] + strides[unit[0] + 1 :]
 
 
 def _require(kernel, name, dim, have, lo, hi):

@@ -57,6 +57,13 @@ class Schedule:
     index_bits: int | str = 64  # index arithmetic: 32 (int), 64 (long long), or "auto" (32 where the call fits)
     chiplet_remap: bool = False  # consecutive blocks on one chiplet (XCD) of MI300
     chiplets: int = 8  # chiplets the hardware deals blocks to round-robin (MI300A/X: 8)
+    # kernel arguments: one set of strides per group of arrays of the same dims and dtype (or
+    # temporaries of one range), the contiguous stride 1 left out, instead of every stride of
+    # every array (codegen/cuda.py `stride_sets`). Fewer arguments: AMD loads them all into SGPRs
+    # (rho_theta k7: 71 -> 40 arguments, SGPR spills 40/36 -> 0 on gfx90a/gfx942); on sm_90 nvcc
+    # kept more registers (41 kernels). A call whose fields are laid out otherwise runs the
+    # program's per-field-strides variant, built at the first such call (gpu.bind_program).
+    stride_sets: bool = False
 
     def __post_init__(self) -> None:
         # accept lists (JSON, CLI) for the tuple fields; keep the dataclass hashable
@@ -88,8 +95,9 @@ class Schedule:
             raise ScheduleError(f"{where}: max_registers must be in [16, 255], got {self.max_registers}")
         if self.min_blocks_per_sm is not None and self.min_blocks_per_sm < 1:
             raise ScheduleError(f"{where}: min_blocks_per_sm must be >= 1, got {self.min_blocks_per_sm}")
-        if not isinstance(self.chiplet_remap, bool):
-            raise ScheduleError(f"{where}: chiplet_remap must be true or false, got {self.chiplet_remap!r}")
+        for name in ("chiplet_remap", "stride_sets"):
+            if not isinstance(getattr(self, name), bool):
+                raise ScheduleError(f"{where}: {name} must be true or false, got {getattr(self, name)!r}")
         for t in self.smem_tables:
             if not isinstance(t, str) or not (t == ALL_TABLES or re.fullmatch(r"\w+", t)):
                 raise ScheduleError(f"{where}: smem_tables entries are table names or '*', got {t!r}")
@@ -135,6 +143,8 @@ class Schedule:
         if self.min_blocks_per_sm is not None:
             parts.append(f"min_blocks_per_sm {self.min_blocks_per_sm}")
         parts.append(f"chiplet_remap {self.chiplets if self.chiplet_remap else 'off'}")
+        if self.stride_sets:  # said only when on: the comment line of a kernel without is as before the knob
+            parts.append("stride_sets on")
         return ", ".join(parts)
 
 
@@ -158,7 +168,7 @@ def parse_value(name: str, value: str) -> Any:
             return None if value.lower() in ("", "none", "-") else int(value)
         if name == "index_bits" and value.lower() == "auto":
             return "auto"
-        if name == "chiplet_remap":
+        if name in ("chiplet_remap", "stride_sets"):
             if value.lower() in ("1", "true", "yes", "on"):
                 return True
             if value.lower() in ("0", "false", "no", "off"):
@@ -323,7 +333,12 @@ VENDOR_DEFAULTS = {
     # against 32x4 with 64-bit indices); the whole dycore step on R2B6/80: 93.3 -> 89.7 ms
     # (1.04x, benchmarks/h200/2026-12-01-s9). 32x4 beat the older 128x1 by 1.12-1.29x (-s2, -s3).
     "cuda": Schedule(block=(32, 8), index_bits="auto"),
-    "hip": Schedule(block=(256, 1)),  # 256x1 beat 32x8 on MI300A in icon4py's AMD work
+    # 256x1 beat 32x8 on MI300A in icon4py's AMD work. Stride sets on: without them the big
+    # gather kernels spilt SGPRs into VGPR lanes (rho_theta k7: 40 on gfx90a, 36 on gfx942; with
+    # them 0, benchmarks/amd-resources-gfx90a-gfx942.md); not timed on an AMD GPU. CUDA keeps
+    # per-field strides: with stride sets 41 kernels took more registers on sm_90 (e.g.
+    # comp_adve_hori_mome_k2_w 45 -> 72), untimed on a GPU.
+    "hip": Schedule(block=(256, 1), stride_sets=True),
 }
 
 # Programs fused by the default schedule (no --schedule; a schedule given as JSON fuses only what
