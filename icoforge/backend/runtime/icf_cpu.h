@@ -122,6 +122,10 @@ inline bool get_table(CallScope& scope, PyObject* offset_provider, const char* t
   return get_view(scope, conn, tag, 2, itemsize, program, v);
 }
 
+// Whether a field argument has its horizontal dimension contiguous and its levels strided (GT4Py's
+// CPU allocators), not the levels contiguous (NumPy's C order): the layout the temporaries take.
+inline bool horizontal_inner(const View& v) { return v.s[0] == 1 && v.s[1] != 1; }
+
 // Row count of a connectivity (the size of its source dimension); -1 when unknown.
 inline long table_rows(PyObject* offset_provider, const char* tag) {
   PyObject* conn = offset_provider && PyDict_Check(offset_provider) ? PyDict_GetItemString(offset_provider, tag) : nullptr;
@@ -188,10 +192,12 @@ inline double all_bits_set() {
   return d;
 }
 
-// A temporary: one buffer per program, grown on demand, reused across calls.
+// A temporary: one buffer per program, grown on demand, reused across calls. Laid out as the
+// program's fields are (`h_inner`: the horizontal contiguous, GT4Py's CPU allocators; else the
+// levels, NumPy's C order), so that a kernel reading fields and temporaries walks both the same way.
 struct TempBuffer {
   std::vector<double> storage;  // double-aligned raw storage
-  View view(long h0, long h1, long k0, long k1, bool has_h, bool has_k, Py_ssize_t itemsize) {
+  View view(long h0, long h1, long k0, long k1, bool has_h, bool has_k, Py_ssize_t itemsize, bool h_inner = false) {
     long nh = has_h ? std::max(0L, h1 - h0) : 1, nk = has_k ? std::max(0L, k1 - k0) : 1;
     size_t bytes = size_t(nh) * size_t(nk) * itemsize;
     // grown storage is poisoned (all bits set: a NaN as float64 and float32, -1 as an integer), not
@@ -202,8 +208,9 @@ struct TempBuffer {
     char* data = reinterpret_cast<char*>(storage.data());
     int d = 0;
     long off = 0;
-    if (has_h) { v.s[d] = nk; v.start[d] = h0; v.stop[d] = h1; off += h0 * nk; ++d; }
-    if (has_k) { v.s[d] = 1; v.start[d] = k0; v.stop[d] = k1; off += k0; ++d; }
+    const long sh = (has_k && h_inner) ? 1 : nk, sk = (has_h && h_inner) ? nh : 1;
+    if (has_h) { v.s[d] = sh; v.start[d] = h0; v.stop[d] = h1; off += h0 * sh; ++d; }
+    if (has_k) { v.s[d] = sk; v.start[d] = k0; v.stop[d] = k1; off += k0 * sk; ++d; }
     v.base = data - off * itemsize;
     v.lo = data;
     v.hi = data + bytes;
