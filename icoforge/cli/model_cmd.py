@@ -3,6 +3,7 @@
     icoforge model --experiment jw --grid R2B4 --levels 35 --backend icoforge-cpu --steps 20
     icoforge model --config-dir DIR --grid FILE.nc --backend icoforge-cpu
     icoforge model --check                        # the stored JW run, compared with gtfn_cpu's results
+    icoforge model --check --muphys               # the stored moist JW run with muphys (--tracers: qv advected only)
     icoforge model --experiment jw --grid R2B4 --steps 2880 --diagnostics --markdown benchmarks/model-jw.md
     icoforge model --grid R2B6 --levels 80 --backend icoforge-cuda --steps 20 --component-steps 5 --json model.json
     icoforge model --merge model-*.json            # time to solution side by side (Markdown, 80 columns)
@@ -48,7 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--muphys", action="store_true", help="jw: moist, with muphys (AES graupel) and advection of its six species")
     p.add_argument("--diagnostics", action="store_true", help="global dry mass and minimum surface pressure after every step")
     p.add_argument("--markdown", type=pathlib.Path, help="with --diagnostics: write a Markdown report and a PNG beside it")
-    p.add_argument("--check", action="store_true", help="run the stored JW configuration and compare with the stored gtfn_cpu results")
+    p.add_argument("--check", action="store_true", help="run the stored JW configuration (with --muphys or --tracers: the stored "
+                   "moist one) and compare with the stored gtfn_cpu results")
     p.add_argument("--verbose", action="store_true", help="icon4py's own log lines (INFO)")
     p.add_argument("--warmup", type=int, default=1, help="steps left out of the step statistics (default 1: step 1 compiles)")
     p.add_argument("--component-steps", type=int, default=0, metavar="N",
@@ -273,9 +275,17 @@ def _check(args: argparse.Namespace) -> int:
     """The stored JW configuration with --backend, compared with the stored results."""
     from icoforge.model import check
 
+    from icoforge.model import store
+
     if args.config_dir is not None or args.experiment not in (None, "jw"):
-        raise IcoforgeError("--check runs the stored JW configuration: it takes only --backend")
-    result = check.run_check(args.backend, say, verbose=args.verbose)
+        raise IcoforgeError("--check runs the stored JW configuration: it takes only --backend (and --muphys or --tracers)")
+    if args.muphys and args.tracers:
+        raise IcoforgeError("--check takes --muphys or --tracers, not both (one stored run each)")
+    moist = "muphys" if args.muphys else "tracers" if args.tracers else ""
+    path = store.store_path(moist)
+    if not path.is_file():
+        raise IcoforgeError(f"no stored {moist or 'dry'} JW run ({path.name}): record one with scripts/model/record_jw.py")
+    result = check.run_check(args.backend, say, path=path, verbose=args.verbose)
     _print_summary(result.session, args)
     for line in result.lines:
         print(line)

@@ -25,7 +25,7 @@ class CheckResult:
 
 def stored_run_meta(meta: dict[str, Any]) -> dict[str, Any]:
     keys = ("experiment", "grid", "levels", "steps", "dtime_s", "substeps")
-    return {k: meta[k] for k in keys}
+    return {k: meta[k] for k in keys} | {"moist": meta.get("moist", "")}
 
 
 def run_and_collect(meta: dict[str, Any], backend_name: str, progress: Callable[[str], None],
@@ -39,8 +39,10 @@ def run_and_collect(meta: dict[str, Any], backend_name: str, progress: Callable[
         raise ValueError(f"stored experiment {meta['experiment']!r}: only jw is known")
     run.quiet_icon4py(verbose)
     with tempfile.TemporaryDirectory(prefix="icoforge-model-") as tmp:
+        moist = meta.get("moist", "")  # "", "tracers" or "muphys"
         cfg = experiments.jw_config(levels=meta["levels"], dtime_s=meta["dtime_s"], steps=meta["steps"],
-                                    substeps=meta["substeps"], output=pathlib.Path(tmp) / "output")
+                                    substeps=meta["substeps"], output=pathlib.Path(tmp) / "output",
+                                    tracers=moist == "tracers", muphys=moist == "muphys")
         session = run.start(cfg.config, resolve_grid_path(meta["grid"]), get_backend(backend_name), progress)
         fields = []
         for _ in range(meta["steps"]):
@@ -56,7 +58,8 @@ def run_check(backend_name: str, progress: Callable[[str], None], *, path: pathl
               verbose: bool = False, tamper: Callable[[list[dict]], None] | None = None) -> CheckResult:
     stored = store.load_store(path)
     meta = stored["meta"]
-    progress(f"stored run: {meta['experiment']} on {meta['grid']}/{meta['levels']} levels, {meta['steps']} steps of "
+    moist = f" + {meta['moist']}" if meta.get("moist") else ""
+    progress(f"stored run: {meta['experiment']}{moist} on {meta['grid']}/{meta['levels']} levels, {meta['steps']} steps of "
              f"{meta['dtime_s']:g} s, by {meta['backend']} ({meta['recorded']})")
     session, fields = run_and_collect(stored_run_meta(meta), backend_name, progress, verbose=verbose, tamper=tamper)
     verdict, lines = store.compare(stored, fields)
@@ -76,7 +79,7 @@ def store_from_files(directory: pathlib.Path, meta: dict[str, Any], out: pathlib
     fields = []
     for i in range(1, meta["steps"] + 1):
         with np.load(directory / f"step{i}.npz") as f:
-            fields.append({k: f[k] for k in store.FIELDS})
+            fields.append({k: f[k] for k in (store.fields_of(f) if meta.get("moist") else store.FIELDS)})
     data = store.make_store({**meta, "made_by": _made_by(meta["backend"])}, fields)
     store.write_store(out, data)
     return data

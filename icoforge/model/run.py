@@ -144,7 +144,9 @@ def start(config: Any, grid_file: pathlib.Path, backend: Any, progress: Progress
 
     times = {} if times is None else times
     descriptor = backend if peers.is_descriptor(backend) and per_program else None
-    backend = model_options.customize_backend(program=None, backend=backend)
+    # the driver's one backend with the later C recursion limit (muphys' graupel_run on CPython
+    # 3.12.1); the granules' per-program backends of a descriptor run without it
+    backend = with_c_recursion_limit(model_options.customize_backend(program=None, backend=backend))
     allocator = model_backends.get_allocator(backend)
     props = decomposition.get_process_properties(decomposition.get_runtype(with_mpi=False))
     with _phase("grid (icon4py's GridManager)", times, progress):
@@ -195,6 +197,34 @@ def _granules_with(descriptor: dict[str, Any] | None) -> Iterator[None]:
         yield
     finally:
         driver_utils.initialize_granules = original
+
+
+@dataclasses.dataclass(frozen=True)
+class CRecursionExecutor:
+    """A GT4Py backend's executor (GTIR passes, code generation, compilation) run with the C
+    recursion limit of later CPython 3.12 releases where this Python has the early one
+    (`icoforge.backend.frontend.c_recursion`): GT4Py's passes over muphys' graupel_run need it
+    on CPython 3.12.1, in every backend. Picklable where `inner` is, so GT4Py's compile workers
+    (spawned processes) run it too."""
+
+    inner: Any
+
+    def __call__(self, inp: Any) -> Any:
+        from icoforge.backend.frontend import c_recursion
+
+        return c_recursion.call(self.inner, inp)
+
+
+def with_c_recursion_limit(backend: Any) -> Any:
+    """`backend` with its executor in `CRecursionExecutor`, for GT4Py backends not icoforge's
+    (icoforge's translation does it itself); anything else (None: embedded) unchanged."""
+    from gt4py.next import backend as gtx_backend
+
+    if not isinstance(backend, gtx_backend.Backend) or isinstance(backend.executor, CRecursionExecutor):
+        return backend
+    if type(backend.executor).__module__.startswith("icoforge."):
+        return backend
+    return dataclasses.replace(backend, executor=CRecursionExecutor(backend.executor))
 
 
 def _initial_states(drv: Any, allocator: Any) -> Any:

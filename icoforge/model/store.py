@@ -44,6 +44,20 @@ JW_TOLERANCES = {
     "rho": (1.5e-10, 2.2e-10),
 }
 FIELDS = tuple(JW_TOLERANCES)
+# the moist runs' stores (`icoforge model --check --muphys` / `--tracers`): the same digests, also
+# of the advected tracers (qv, and with muphys qc qi qr qs qg). icon4py gives no tolerance for
+# tracers: they must match bit for bit (a difference fails, with its size said).
+MOIST_STORES = {moist: STORE.with_name(f"jw_{moist}_references.json") for moist in ("muphys", "tracers")}
+
+
+def fields_of(step: dict[str, Any]) -> tuple[str, ...]:
+    """The prognostic fields, then the tracers a run's step holds (sorted)."""
+    return FIELDS + tuple(sorted(k for k in step if k not in FIELDS))
+
+
+def store_path(moist: str = "") -> pathlib.Path:
+    """The store of the dry run ("") or of a moist one ("muphys", "tracers")."""
+    return MOIST_STORES[moist] if moist else STORE
 
 
 def _sample_points(name: str, size: int) -> np.ndarray:
@@ -98,8 +112,8 @@ def make_store(run_meta: dict[str, Any], steps: list[dict[str, np.ndarray]]) -> 
         "meta": {**run_meta, "versions": versions(), "recorded": datetime.date.today().isoformat(),
                  "tolerances": {k: list(v) for k, v in JW_TOLERANCES.items()},
                  "tolerances_source": "icon4py 0.4.1 test_driver.py _TOLERANCES[Experiments.JW]"},
-        "steps": [{f: digest(f, s[f]) for f in FIELDS} for s in steps],
-        "final": {f: pack(steps[-1][f]) for f in FIELDS},
+        "steps": [{f: digest(f, s[f]) for f in fields_of(steps[0])} for s in steps],
+        "final": {f: pack(steps[-1][f]) for f in fields_of(steps[0])},
     }
 
 
@@ -126,17 +140,21 @@ def compare(store: dict[str, Any], steps: list[dict[str, np.ndarray]]) -> tuple[
     want = store["steps"]
     if len(steps) != len(want):
         return "failed", [f"the run has {len(steps)} steps, the store {len(want)}"]
+    fields = tuple(want[0])
+    if set(steps[0]) != set(fields):
+        return "failed", [f"the run has fields {sorted(steps[0])}, the store {sorted(fields)}"]
     lines: list[str] = []
-    if all(digest(f, s[f])["sha256"] == w[f]["sha256"] for s, w in zip(steps, want) for f in FIELDS):
-        return "bitwise", [f"all {len(FIELDS)} fields of all {len(steps)} steps bitwise equal to the store"]
-    tol = {k: tuple(v) for k, v in store["meta"]["tolerances"].items()}
+    if all(digest(f, s[f])["sha256"] == w[f]["sha256"] for s, w in zip(steps, want) for f in fields):
+        return "bitwise", [f"all {len(fields)} fields of all {len(steps)} steps bitwise equal to the store"]
+    # tracers: no tolerance (bitwise or failed; the difference is said)
+    tol = {f: (0.0, 0.0) for f in fields} | {k: tuple(v) for k, v in store["meta"]["tolerances"].items()}
     for i, (s, w) in enumerate(zip(steps[:-1], want[:-1]), start=1):
-        for f in FIELDS:
+        for f in fields:
             got = np.ascontiguousarray(s[f], dtype=np.float64).ravel()[w[f]["points"]]
             ok = within(got, np.asarray(w[f]["values"]), *tol[f])
             if not ok.all():
                 lines.append(f"step {i} {f}: {int((~ok).sum())} of {ok.size} sampled points outside atol/rtol {tol[f]}")
-    for f in FIELDS:
+    for f in fields:
         ref = unpack(store["final"][f], want[-1][f]["shape"])
         got = np.asarray(steps[-1][f], dtype=np.float64)
         if got.shape != ref.shape:

@@ -461,15 +461,46 @@ def test_field_of_the_wrong_shape_is_refused(tiny_grid):
 
 
 @pytest.mark.skipif(settings.current().early_gtir, reason="GT4Py's full list only (ICOFORGE_EARLY_GTIR=0)")
-def test_aliased_output_is_refused(tiny_grid):
+def test_aliased_output_on_the_full_path_follows_the_statements(tiny_grid):
+    """The scan kernel writes o2 (= `a`) while it reads `a`: it reads a snapshot of `a` (issue 48;
+    refused before), so each statement reads what the one before wrote, as on the early path."""
     g, nk = tiny_grid, 10
     rng = np.random.default_rng(0)
     a = _field([CellDim, KDim], (g.num_cells, nk), rng)
     b = _field([CellDim, KDim], (g.num_cells, nk), rng)
     o1 = _poisoned([CellDim, KDim], (g.num_cells, nk))
-    # copy forwarding moved the scan's writes earlier: o2 is written while `a` is read
-    with pytest.raises(IcoforgeError, match="is written while its memory is also passed"):
-        scans.with_backend(ICOFORGE)(a, b, o1, a, o1, offset_provider=g.connectivities)
+    new_a = np.cumprod(b.asnumpy(), axis=1)
+    scans.with_backend(ICOFORGE)(a, b, o1, a, o1, offset_provider=g.connectivities)
+    np.testing.assert_allclose(a.asnumpy(), new_a, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(o1.asnumpy(), np.cumsum(new_a[:, ::-1], axis=1)[:, ::-1], rtol=1e-12, atol=0)
+
+
+def test_output_sharing_memory_with_an_input_reads_the_input_as_it_was(tiny_grid):
+    """icon4py's tracer advection passes one field as input and output (`tracer_now` and
+    `tracer_new`, issue 48): the kernel reads a snapshot of the input, so the result is the
+    statement's, as GT4Py's embedded backend computes it (it writes the output after computing
+    all of it), also where the input is read at another level (`a(KDim - 1)`: read in place, the
+    level below would already be overwritten). Refused before issue 48. On GT4Py's full list the
+    program's copy forwarding moved the write of out_f, and the call is refused as it was."""
+    g, nk = tiny_grid, 10
+    if not settings.current().early_gtir:
+        rng = np.random.default_rng(0)
+        a = _field([CellDim, KDim], (g.num_cells, nk), rng)
+        args = (a, _field([CellDim, KDim], (g.num_cells, nk), rng, bool), _field([CellDim, KDim], (g.num_cells, nk), rng, np.int32),
+                a, _poisoned([CellDim, KDim], (g.num_cells, nk), np.int32), gtx.int32(3))  # fmt: skip
+        with pytest.raises(IcoforgeError, match="branches: field 'out_f' is written while its memory is also passed as 'a'"):
+            branches.with_backend(ICOFORGE)(*args, offset_provider=g.connectivities)
+        return
+    pairs = run_both(
+        branches, g,
+        lambda r: (lambda a: dict(a=a, mask=_field([CellDim, KDim], (g.num_cells, nk), r, bool),
+                                  n=_field([CellDim, KDim], (g.num_cells, nk), r, np.int32), out_f=a,
+                                  out_i=_poisoned([CellDim, KDim], (g.num_cells, nk), np.int32), k_split=gtx.int32(3)))(
+            _field([CellDim, KDim], (g.num_cells, nk), r)),
+        ["a", "out_i"],
+    )  # fmt: skip
+    for ours, ref in pairs:
+        assert_same(ours, ref)
 
 
 @pytest.mark.skipif(not settings.current().early_gtir, reason="the early-GTIR path only (the default; ICOFORGE_EARLY_GTIR unset or 1)")

@@ -19,6 +19,7 @@ from icoforge.model import experiments
         (["--grid", "R2B9"], ["unknown grid 'R2B9'", "R2B3", "REGIONAL"]),
         (["--config-dir", "/nonexistent"], ["not icon4py's configuration directory", "atm"]),
         (["--markdown", "x.md"], ["--diagnostics"]),
+        (["--check", "--muphys", "--tracers"], ["--muphys or --tracers, not both"]),
     ],
 )
 def test_bad_input_says_the_valid_choices(argv, words, capsys):
@@ -63,3 +64,12 @@ def test_default_time_step_follows_the_grid():
 def test_nonpositive_values_are_refused(tmp_path):
     with pytest.raises(Exception, match="steps must be positive"):
         experiments.jw_config(levels=10, dtime_s=60.0, steps=0, output=pathlib.Path(tmp_path))
+
+
+def test_check_of_a_moist_run_not_stored_says_how_to_record_it(monkeypatch, tmp_path, capsys):
+    from icoforge.model import store
+
+    monkeypatch.setitem(store.MOIST_STORES, "tracers", tmp_path / "jw_tracers_references.json")
+    assert main(["model", "--check", "--tracers"]) == 2
+    err = capsys.readouterr().err
+    assert "no stored tracers JW run (jw_tracers_references.json)" in err and "record_jw.py" in err, err

@@ -66,6 +66,34 @@ def test_a_nan_fails():
     assert store.compare(data, changed)[0] == "failed"
 
 
+def _moist() -> tuple[dict, list[dict]]:
+    """A store of a moist run: the prognostic fields and two tracers (one all zero, as qc is in a
+    short JW run)."""
+    rng = np.random.default_rng(7)
+    steps = [s | {"qv": 0.01 * rng.random((20, 4)), "qc": np.zeros((20, 4))} for s in (_fields(1, SHAPES), _fields(2, SHAPES))]
+    return store.make_store(META | {"moist": "muphys"}, steps), steps
+
+
+def test_tracers_are_stored_and_compared_bit_for_bit():
+    data, steps = _moist()
+    assert list(data["steps"][0]) == [*store.FIELDS, "qc", "qv"]
+    assert store.compare(data, [{k: v.copy() for k, v in s.items()} for s in steps])[0] == "bitwise"
+    changed = [{k: v.copy() for k, v in s.items()} for s in steps]
+    changed[-1]["theta_v"][3, 1] = np.nextafter(changed[-1]["theta_v"][3, 1], np.inf)
+    assert store.compare(data, changed)[0] == "tolerance"  # icon4py's tolerance for theta_v
+    changed[-1]["qv"][2, 2] = np.nextafter(changed[-1]["qv"][2, 2], np.inf)
+    verdict, lines = store.compare(data, changed)  # none for a tracer: one bit fails, and says how much
+    assert verdict == "failed"
+    assert any(line.startswith("step 2 qv: max |diff|") and "1 of 80 points outside" in line for line in lines), lines
+
+
+def test_a_run_without_the_stored_tracers_fails():
+    data, steps = _moist()
+    dry = [{k: v for k, v in s.items() if k != "qc"} for s in steps]
+    verdict, lines = store.compare(data, dry)
+    assert verdict == "failed" and "fields" in lines[0], lines
+
+
 def test_pack_round_trips_bit_for_bit():
     a = _fields(3, SHAPES)["theta_v"]
     assert np.array_equal(store.unpack(store.pack(a), list(a.shape)).view(np.uint64), a.view(np.uint64))

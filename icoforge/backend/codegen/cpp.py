@@ -148,12 +148,33 @@ def render_host_checks(k: ir.Kernel, program: ir.ProgramIR, indent: str) -> list
         size = dim_sizes.get(tables[req.table].target_dim, "") if req.table else ""
         lo, hi = req.bound_exprs(f"{t}_lo", f"{t}_hi", size)
         lines.append(f'{indent}if (!icf::require(a.{cname(req.field)}, {req.d}, {lo}, {hi}, "{req.field}", "{req.dim}", "{k.name}")) return nullptr;')
+    lines += render_aliasing(k, program, indent)
+    return lines
+
+
+def render_aliasing(k: ir.Kernel, program: ir.ProgramIR, indent: str) -> list[str]:
+    """The kernel's arguments as `ka`: `a` itself, or, where a field it writes shares memory with
+    one it only reads, a copy of `a` whose read field points at a snapshot (icf::snapshot: the
+    kernel reads the memory as it was before it ran, as GT4Py's statement means, and its
+    __restrict__ pointers do not alias). Two written fields sharing memory are refused."""
     views = _views_of_kernel(k, program)
     written = [w for w, is_written in views if is_written]
-    if written and len(views) > 1:
-        ws = ", ".join(f"{{&a.{cname(w)}, \"{w}\"}}" for w in written)
-        alls = ", ".join(f"{{&a.{cname(v)}, \"{v}\"}}" for v, _ in views)
-        lines.append(f'{indent}if (!icf::no_alias({{{ws}}}, {{{alls}}}, "{k.name}")) return nullptr;')
+    read_only = [v for v, is_written in views if not is_written]
+    lines = [f"{indent}const Args* ka = &a;"]
+    if not written or len(views) < 2:
+        return lines
+    named = lambda ns: ", ".join(f"{{&a.{cname(n)}, \"{n}\"}}" for n in ns)  # noqa: E731
+    lines += [
+        f"{indent}std::optional<Args> snap;",
+        f'{indent}switch (icf::aliasing({{{named(written)}}}, {{{named(read_only)}}}, "{k.name}")) {{',
+        f"{indent}  case -1: return nullptr;",
+        f"{indent}  case 1:",
+        f"{indent}    snap.emplace(a);",
+        f"{indent}    icf::snapshot(scope, {{{', '.join(f'&a.{cname(n)}' for n in written)}}}, "
+        f"{{{', '.join(f'&snap->{cname(n)}' for n in read_only)}}});",
+        f"{indent}    ka = &*snap;",
+        f"{indent}}}",
+    ]
     return lines
 
 
@@ -167,7 +188,7 @@ def render_launch(k: ir.Kernel, program: ir.ProgramIR, indent: str) -> list[str]
     lines = [f"{indent}{{  // {k.name}", f"{indent}  const long h0 = {h0}, h1 = {h1}, k0 = {k0}, k1 = {k1};"]
     lines.append(f"{indent}  if (h0 < h1 && k0 < k1) {{")
     lines.extend(render_host_checks(k, program, indent + "    "))
-    args = ["a", "h0", "h1", "k0", "k1", *(f"static_cast<{ctype(p.dtype)}>({hr(v)})" for p, v in k.args)]
+    args = ["*ka", "h0", "h1", "k0", "k1", *(f"static_cast<{ctype(p.dtype)}>({hr(v)})" for p, v in k.args)]
     lines.append(f"{indent}    {k.name}({', '.join(args)});")
     lines.append(f"{indent}  }}")
     lines.append(f"{indent}}}")

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from icoforge.backend.ir import ir
-from icoforge.backend.schedule.access import bounds_requirements
+from icoforge.backend.schedule.access import bounds_requirements, kernel_aliasing
 from icoforge.backend.codegen.common import ExprRenderer
 from icoforge.backend.codegen.cuda import WIDE_SUFFIX, kernel_param_order, stride_sets
 from icoforge.backend.ir.dtypes import DTYPES
@@ -154,8 +154,10 @@ class _HostPlan:
             "import numpy as np",
             "from icoforge.backend.runtime.host_checks import " + ", ".join(self.checks_used()),
         ]
-        if program.distinct:  # made once, not per call
-            lines += ["", f"DISTINCT = frozenset({program.distinct!r})"]
+        refused, same_view = kernel_aliasing(program)
+        self.refused, self.same_view = tuple(dict.fromkeys((*program.distinct, *refused))), same_view
+        if self.refused or same_view:  # made once, not per call
+            lines += ["", f"DISTINCT = frozenset({self.refused!r})", f"SAME_VIEW = frozenset({same_view!r})"]
         lines += ["", "def launch(args, offset_provider, kernels, rt):"]
         args = [names.arg(p.name) for p in program.params]
         lines.append(f"    ({', '.join(args)},) = args" if args else "    pass")
@@ -166,10 +168,14 @@ class _HostPlan:
                 lines.append(f"    {view}, {rng} = rt.field({arg}, {len(p.dims)}, {NP_TYPES[p.dtype]})")
             else:
                 lines.append(f"    {names.scalar(p.name)} = {NP_TYPES[p.dtype]}({names.arg(p.name)})")
-        if program.distinct:  # copy forwarding and fusion moved accesses of these fields
-            involved = sorted({f for pair in program.distinct for f in pair})
+        if self.refused or self.same_view:  # moved accesses (copy forwarding, fusion); a kernel's own fields
+            involved = sorted({f for pair in (*self.refused, *self.same_view) for f in pair})
             named = ", ".join(f"{f!r}: {names.arg(f)}" for f in involved)
-            lines.append(f"    _distinct(rt, {program.name!r}, {{{named}}}, DISTINCT)")
+            if not self.same_view:
+                lines.append(f"    _distinct(rt, {program.name!r}, {{{named}}}, DISTINCT)")
+            else:
+                views = ", ".join(f"{f!r}: {names.view(f)}" for f in involved)
+                lines.append(f"    _aliasing(rt, {program.name!r}, {{{named}}}, {{{views}}}, DISTINCT, SAME_VIEW)")
         for t in program.tables:
             lines.append(f"    {names.view(t.name)} = rt.table(offset_provider, {t.name!r})")
             ranges[t.name] = f"rt.ranges(offset_provider[{t.name!r}].ndarray, 2)"
@@ -190,7 +196,7 @@ class _HostPlan:
 
     def checks_used(self) -> list[str]:
         """The names the plan imports from host_checks (those of stride sets only where it has some)."""
-        used = ["_as32", "_distinct", "_fits32", "_idx32", "_points32", "_require"]
+        used = ["_aliasing", "_as32", "_distinct", "_fits32", "_idx32", "_points32", "_require"]
         if self.sets:
             used += ["_reach32", "_shared", "_strides32"]
         return sorted(used)

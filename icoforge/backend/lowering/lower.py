@@ -346,8 +346,8 @@ class ProgramLowering:
             raise sl.fail("scan state changes shape")
         # outputs are written from the new state before it is carried on
         new_vars = [sl.bind("next", sl.scalar(v)) for v in flat_new]
-        if callable(targets):  # early GTIR: temporaries typed by the scan's values
-            targets = targets(new_vars)
+        if callable(targets):  # early GTIR: temporaries typed by the scan's values (and nested as its state)
+            targets = targets(new_vars, new_state)
         self._store(sl, targets, _unflatten(new_state, iter(new_vars)), name)
         for var, nv in zip(state_vars, new_vars):
             sl.emit(ir.Let(var, nv, declared=True))

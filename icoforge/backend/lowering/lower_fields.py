@@ -266,17 +266,19 @@ def store(pl: "ProgramLowering", base: LazyField, missing_ok: bool = False) -> A
     its = [pl.iterator_at_domain(a, domain) for a in base.args]
     if cpm.is_call_to(base.stencil, "scan"):
         temps: list[FieldArg] = []
+        shape: list[Value] = []  # the scan's state: the stored temporaries keep its tuple nesting
 
-        def make_targets(flat: list) -> list[FieldArg]:
+        def make_targets(flat: list, state: Value) -> list[FieldArg]:
             if not temps:
                 temps.extend(pl.new_temporary(domain, v.dtype) for v in flat)
+                shape.append(state)
             return temps
 
         def scan_kernel(sl: "StencilLowering") -> ir.Kernel:
             return pl.lower_scan(name, sl, base.stencil, its, make_targets, domain)
 
         pl.pending.append(_lowered(pl, name, domain, "stored scan", scan_kernel, hoist=False)[1])
-        base.stored = temps[0] if len(temps) == 1 else TupleArg(tuple(temps))
+        base.stored = _as_arg(temps, shape[0])  # muphys' graupel scan: a tuple of tuples
         return base.stored
     else:
         sl, value = _lowered(pl, name, domain, "stored field operator", lambda sl: sl.apply(sl.eval(base.stencil, {}), its))

@@ -417,14 +417,19 @@ class StencilLowering:
         if isinstance(t_val, TupleV) and isinstance(f_val, TupleV):
             if not t_stmts and not f_stmts:
                 return TupleV(tuple(self._merge(cond, (), a, (), b) for a, b in zip(t_val.items, f_val.items)))
-            out_vars = [self.fresh("if", self.scalar(a).dtype) for a in t_val.items]
+            # one variable per scalar of the tuple, nested tuples included (muphys' graupel scan
+            # carries a tuple of tuples through branches with statements)
+            if _tuple_shape(t_val) != _tuple_shape(f_val):
+                raise self.fail(f"if_ branches of different tuple shapes {_tuple_shape(t_val)} and {_tuple_shape(f_val)}")
+            t_items, f_items = _tuple_leaves(t_val), _tuple_leaves(f_val)
+            out_vars = [self.fresh("if", self.scalar(a).dtype) for a in t_items]
             self._emit_if(
                 cond,
-                t_stmts + tuple(ir.Let(v, a, declared=True) for v, a in zip(out_vars, t_val.items)),
-                f_stmts + tuple(ir.Let(v, b, declared=True) for v, b in zip(out_vars, f_val.items)),
+                t_stmts + tuple(ir.Let(v, a, declared=True) for v, a in zip(out_vars, t_items)),
+                f_stmts + tuple(ir.Let(v, b, declared=True) for v, b in zip(out_vars, f_items)),
                 out_vars,
             )
-            return TupleV(tuple(out_vars))
+            return _tuple_like(t_val, iter(out_vars))
         a, b = self.scalar(t_val), self.scalar(f_val)
         dtype = ir.result_dtype(a.dtype, b.dtype)
         if not t_stmts and not f_stmts:
@@ -454,6 +459,21 @@ class StencilLowering:
                 stmts.append(ir.If(cond, prev.then + then, prev.orelse + orelse))
                 return
         stmts.extend([*(ir.Declare(v) for v in out_vars), ir.If(cond, then, orelse)])
+
+
+def _tuple_shape(v: Value) -> object:
+    """The nesting of a (tuple) value: None for a non-tuple, else a tuple of its items' shapes."""
+    return tuple(_tuple_shape(x) for x in v.items) if isinstance(v, TupleV) else None
+
+
+def _tuple_leaves(v: Value) -> list:
+    """The non-tuple values of a (nested) tuple, depth first."""
+    return [leaf for x in v.items for leaf in _tuple_leaves(x)] if isinstance(v, TupleV) else [v]
+
+
+def _tuple_like(shape: Value, leaves) -> Value:
+    """A value nested as `shape`, its non-tuple values taken from `leaves` in order."""
+    return TupleV(tuple(_tuple_like(x, leaves) for x in shape.items)) if isinstance(shape, TupleV) else next(leaves)
 
 
 def _per_column_load(e: ir.Expr) -> bool:

@@ -111,6 +111,23 @@ def _overlaps(program, spans, pairs):
                 raise CallArgumentError(f"{program}: field {a!r} shares memory with {b!r}; pass distinct fields")
 
 
+def _aliasing(rt, program, fields, views, refused, same_view):
+    """As `_distinct` for `refused`; a pair of `same_view` (a field a kernel writes and one it reads
+    only at the points it writes, schedule/access.kernel_aliasing) may share memory only as one
+    view (same address and strides), which the GPU kernels then update in place as GT4Py's
+    statement means; any other overlap of such a pair is refused."""
+    spans = sorted(((lo, hi), name) for name, (lo, hi) in ((n, rt.span(f)) for n, f in fields.items()) if lo < hi)
+    for i, ((lo, hi), a) in enumerate(spans):
+        for (olo, _), b in spans[i + 1:]:
+            if olo >= hi:
+                break
+            if (a, b) in refused or (b, a) in refused:
+                raise CallArgumentError(f"{program}: field {a!r} shares memory with {b!r}; pass distinct fields")
+            if ((a, b) in same_view or (b, a) in same_view) and tuple(views[a]) != tuple(views[b]):
+                raise CallArgumentError(f"{program}: field {a!r} shares memory with {b!r} through another view "
+                                        f"(a kernel writes one and reads the other); pass distinct fields or the same one")
+
+
 def _points32(kernel, last):
     if last > I32_MAX:
         raise ScheduleError(f"{kernel}: index_bits=32, but thread indices reach {last:,} (> 2**31 - 1): use index_bits=64")

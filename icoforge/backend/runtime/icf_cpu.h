@@ -12,6 +12,8 @@
 #include <cstdarg>
 #include <cstring>
 #include <initializer_list>
+#include <memory>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -33,6 +35,7 @@ struct View {
 struct CallScope {
   std::vector<Py_buffer> buffers;
   std::vector<PyObject*> refs;
+  std::vector<std::unique_ptr<char[]>> copies;  // snapshots of read fields (`snapshot`)
   ~CallScope() {
     for (auto& b : buffers) PyBuffer_Release(&b);
     for (auto* r : refs) Py_DECREF(r);
@@ -183,6 +186,48 @@ inline bool no_alias(std::initializer_list<Named> written, std::initializer_list
         return fail("%s: field '%s' is written while its memory is also passed as '%s'; pass distinct fields",
                     kernel, w.name, o.name);
   return true;
+}
+
+inline bool overlap(const View* a, const View* b) { return a->lo < b->hi && b->lo < a->hi; }
+
+// The aliasing of one kernel's fields: -1 (error set) where two fields it writes share memory
+// (which write would win is GT4Py's to say, not ours), 1 where a field it writes shares memory with
+// one it only reads (`snapshot` then copies the read one), else 0. The same field read and written
+// under one name is not aliasing.
+inline int aliasing(std::initializer_list<Named> written, std::initializer_list<Named> read_only, const char* kernel) {
+  int found = 0;
+  for (auto w = written.begin(); w != written.end(); ++w) {
+    for (auto o = w + 1; o != written.end(); ++o)
+      if (w->view != o->view && overlap(w->view, o->view)) {
+        fail("%s: field '%s' is written while its memory is also passed as '%s'; pass distinct fields", kernel, w->name,
+             o->name);
+        return -1;
+      }
+    for (const Named& o : read_only)
+      if (w->view != o.view && overlap(w->view, o.view)) found = 1;
+  }
+  return found;
+}
+
+// A kernel writes a field that shares memory with one it only reads (icon4py 0.4.1's tracer
+// advection passes one tracer as both `tracer_now` and `tracer_new` in the second half of its
+// Strang splitting): each such read field is copied (its whole buffer) and `views` (the kernel's
+// own copy of the arguments) point at the copy, so the kernel reads the memory as it was before it
+// ran, which is what GT4Py's statement means (its embedded backend computes the whole result before
+// writing), and its __restrict__ pointers do not alias. The copies live until the call ends.
+inline void snapshot(CallScope& scope, std::initializer_list<const View*> written, std::initializer_list<View*> views) {
+  for (View* v : views) {
+    bool shared = false;
+    for (const View* w : written) shared = shared || overlap(w, v);  // the lists name different fields
+    if (!shared) continue;
+    const size_t bytes = size_t(v->hi - v->lo);
+    scope.copies.emplace_back(new char[bytes]);
+    char* copy = scope.copies.back().get();
+    std::memcpy(copy, v->lo, bytes);
+    v->base = copy + (v->base - v->lo);
+    v->lo = copy;
+    v->hi = copy + bytes;
+  }
 }
 
 inline double all_bits_set() {

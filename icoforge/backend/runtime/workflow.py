@@ -114,7 +114,16 @@ class Translation:
 def translate(inp: definitions.CompilableProgramDef, use_cache: bool = True, inline_policy: str = "auto") -> tuple[Translation, bool]:
     """GT4Py's passes (cached on disk: seconds to minutes) then our lowering and translation
     passes (milliseconds, so they are redone on every build and a change to them never serves a
-    stale translation). `inline_policy`: `ProgramSchedule.inline`."""
+    stale translation). `inline_policy`: `ProgramSchedule.inline`. On CPython 3.12.0/3.12.1 it runs
+    with the C recursion limit of later releases, in a thread with the stack for it
+    (frontend/c_recursion.py: GT4Py's visitors recurse per IR level, and muphys' graupel_run is
+    deeper than 3.12.1's limit lets them go); elsewhere in the calling thread."""
+    from icoforge.backend.frontend import c_recursion
+
+    return c_recursion.call(_translate, inp, use_cache, inline_policy)
+
+
+def _translate(inp: definitions.CompilableProgramDef, use_cache: bool, inline_policy: str) -> tuple[Translation, bool]:
     t0 = time.perf_counter()
     trace_dir = settings.current().trace
     key = passes_key(inp) if use_cache or trace_dir else ""  # once: ~0.1 s on the predictor solver

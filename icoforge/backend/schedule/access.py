@@ -187,3 +187,49 @@ def bounds_requirements(kernel: ir.Kernel, program: ir.ProgramIR, sized_dims: se
             elif acc.kind == "const":
                 out.append(Requirement(field, d, dim, acc.lo, acc.lo + 1))
     return out
+
+
+def reads_in_place(kernel: ir.Kernel, program: ir.ProgramIR, read: str) -> bool:
+    """May the kernel run with `read` (a field it only reads) and a field it writes being one
+    buffer seen through the same view? Yes where every load of `read` is at the thread's own point
+    (the kernel's horizontal index and level, no offset, no table, no neighbour slot; the field
+    over the kernel's own dimensions, so a point is written once) and no load of it follows a store
+    in statement order (the printers keep that order): each thread then reads its point before
+    anything writes it, and reads no other thread's point, so the result is GT4Py's (the
+    statement's inputs read before its outputs are written). icon4py's tracer updates are such
+    kernels (`tracer_new = tracer_now + ...`, one field passed as both)."""
+    dims = program.field(read).dims
+    kinds = dict(program.dim_kinds)
+    d = kernel.domain
+    if sorted(kinds.get(x) for x in dims) != sorted(k for k, on in (("horizontal", d.hdim), ("vertical", d.k_start)) if on is not None):
+        return False
+    defs = {s.var.name: s.value for s in ir.walk_stmts(kernel.all_stmts()) if isinstance(s, ir.Let) and not s.declared}
+    own = {"horizontal": Access("h"), "vertical": Access("k")}
+    for e in kernel.exprs():
+        if isinstance(e, ir.Load) and e.field == read:
+            if any(classify(idx, defs) != own.get(kinds.get(dim)) for dim, idx in zip(dims, e.index)):
+                return False
+    stored = False
+    for s in ir.walk_stmts(kernel.all_stmts()):
+        if stored and any(isinstance(e, ir.Load) and e.field == read for x in ir.stmt_exprs(s) for e in x.walk()):
+            return False
+        stored = stored or isinstance(s, ir.Store)
+    return True
+
+
+def kernel_aliasing(program: ir.ProgramIR) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    """(pairs that must not share memory, pairs that may only as one view) of field arguments, per
+    kernel: two fields it writes must not; a field it writes and one it only reads may be one
+    buffer through one view where `reads_in_place` says so, else must not (the GPU targets run
+    kernels in place; the C++ target copies the read field instead, codegen/cpp.py)."""
+    params = {p.name for p in program.params if isinstance(p, ir.FieldParam)}
+    refused: dict[tuple[str, str], None] = {}
+    same_view: dict[tuple[str, str], None] = {}
+    for k in program.kernels():
+        written = [f for f in k.fields_written() if f in params]
+        read_only = [f for f in k.fields_read() if f in params and f not in written]
+        for i, w in enumerate(written):
+            refused.update(((w, o), None) for o in written[i + 1:])
+            for r in read_only:
+                (same_view if reads_in_place(k, program, r) else refused)[(w, r)] = None
+    return tuple(refused), tuple(p for p in same_view if p not in refused)
