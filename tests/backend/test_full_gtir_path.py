@@ -61,7 +61,8 @@ def test_the_full_list_matches_stored_gt4py_references(name, tiny_grid):
 
 # Run with ICOFORGE_EARLY_GTIR=0; each must pass there.
 FULL_LIST_TESTS = (
-    "tests/backend/test_constructs.py::test_aliased_output_is_refused",
+    "tests/backend/test_constructs.py::test_aliased_output_on_the_full_path_follows_the_statements",
+    "tests/backend/test_constructs.py::test_output_sharing_memory_with_an_input_reads_the_input_as_it_was",
     "tests/schedule/test_schedule_cli.py::test_fuse_shows_the_fused_kernels_and_takes_settings_for_them",
     *(f"tests/backend/test_full_gtir_path.py::test_the_full_list_matches_stored_gt4py_references[{n}]" for n in DIFFERING),
     "tests/backend/test_inline.py::test_inlined_programs_are_bit_identical_to_inlining_off[compute_advection_in_corrector_vertical_momentum]",
@@ -88,7 +89,7 @@ def test_the_full_list_path_in_a_subprocess(tmp_path):
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
     tail = (proc.stdout + proc.stderr)[-4000:]
     outcomes = _outcomes(junit) if junit.exists() else {}
-    # a listed test may be parametrized by its fixtures (test_aliased_output_is_refused[numpy-order]):
+    # a listed test may be parametrized by its fixtures (test_aliased_output_on_the_full_path_follows_the_statements[numpy-order]):
     # each listed id must have run at least once, and every run must have passed
     for t in FULL_LIST_TESTS:
         runs = {node: o for node, o in outcomes.items() if node == t or node.startswith(t + "[")}

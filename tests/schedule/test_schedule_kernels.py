@@ -187,9 +187,15 @@ class FakeRuntime:
 
     def __init__(self):
         self.launches = []
+        self.bases = {}
 
     def view(self, field, ndim, dtype):
         return (np.uint64(4096), *(np.int64(s) for s in field.strides))
+
+    def span(self, field):
+        """Each field its own memory (the aliasing checks' spans): no two fields overlap."""
+        lo = self.bases.setdefault(id(field), (len(self.bases) + 1) << 32)
+        return lo, lo + 1
 
     def field(self, field, ndim, dtype):
         return self.view(field, ndim, dtype), self.ranges(field, ndim)

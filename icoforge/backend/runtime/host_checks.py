@@ -101,14 +101,20 @@ def _distinct(rt, program, fields, pairs):
             return
 
 
-def _overlaps(program, spans, pairs):
-    """Some spans overlap: refuse the call if two of them form a pair."""
+def _overlapping(spans):
+    """The pairs of names whose spans (sorted by start) overlap."""
     for i, ((lo, hi), a) in enumerate(spans):
         for (olo, _), b in spans[i + 1:]:
             if olo >= hi:
                 break
-            if (a, b) in pairs or (b, a) in pairs:
-                raise CallArgumentError(f"{program}: field {a!r} shares memory with {b!r}; pass distinct fields")
+            yield a, b
+
+
+def _overlaps(program, spans, pairs):
+    """Some spans overlap: refuse the call if two of them form a pair."""
+    for a, b in _overlapping(spans):
+        if (a, b) in pairs or (b, a) in pairs:
+            raise CallArgumentError(f"{program}: field {a!r} shares memory with {b!r}; pass distinct fields")
 
 
 def _aliasing(rt, program, fields, views, refused, same_view):
@@ -117,15 +123,11 @@ def _aliasing(rt, program, fields, views, refused, same_view):
     view (same address and strides), which the GPU kernels then update in place as GT4Py's
     statement means; any other overlap of such a pair is refused."""
     spans = sorted(((lo, hi), name) for name, (lo, hi) in ((n, rt.span(f)) for n, f in fields.items()) if lo < hi)
-    for i, ((lo, hi), a) in enumerate(spans):
-        for (olo, _), b in spans[i + 1:]:
-            if olo >= hi:
-                break
-            if (a, b) in refused or (b, a) in refused:
-                raise CallArgumentError(f"{program}: field {a!r} shares memory with {b!r}; pass distinct fields")
-            if ((a, b) in same_view or (b, a) in same_view) and tuple(views[a]) != tuple(views[b]):
-                raise CallArgumentError(f"{program}: field {a!r} shares memory with {b!r} through another view "
-                                        f"(a kernel writes one and reads the other); pass distinct fields or the same one")
+    _overlaps(program, spans, refused)
+    for a, b in _overlapping(spans):
+        if ((a, b) in same_view or (b, a) in same_view) and tuple(views[a]) != tuple(views[b]):
+            raise CallArgumentError(f"{program}: field {a!r} shares memory with {b!r} through another view "
+                                    f"(a kernel writes one and reads the other); pass distinct fields or the same one")
 
 
 def _points32(kernel, last):
