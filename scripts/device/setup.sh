@@ -15,6 +15,9 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
     --target /tmp/site .whl/*.whl || _icf_fail "pip install of .whl failed"
 
 export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+# uxarray (icon4py's driver config imports it; its wheels do not fit a call): a stand-in, last on the
+# path, only where the machine has none (scripts/device/stubs/uxarray)
+python3 -c 'import uxarray' 2>/dev/null || export PYTHONPATH=$PYTHONPATH:$PWD/scripts/device/stubs
 export ICOFORGE_CACHE=/tmp/icfcache   # grids and builds; the machine starts bare each time
 export ICF_TREE=$(bash scripts/device/tree_id.sh)  # which sources this copy holds (tree_id.sh)
 echo "tree $ICF_TREE (bash scripts/device/tree_id.sh here prints the same for the same files)"
