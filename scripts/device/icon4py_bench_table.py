@@ -1,10 +1,14 @@
 """The table of icon4py's own dycore benchmark (test_benchmark_solve_nonhydro, pytest-benchmark JSON).
 
-    python3 scripts/device/icon4py_bench_table.py bench-LABEL-GRID-LEVELS.json ...
+    python3 scripts/device/icon4py_bench_table.py bench-BACKEND-GRID-LEVELS.json ...
 
 One row per file: each substep variant's median (ms) and the dycore step as icon4py's granule
-calls it with 5 substeps (first + 3 middle + last), the same mix as the greenline's dycore step;
-the last row gives each backend over the first. Files without the three variants say what is missing.
+calls it with 5 substeps (first + 3 middle + last), the same mix as the greenline's dycore step.
+"waits" says whether the timed calls waited for the device (icoforge.bench.device_sync in the run;
+without it, a GPU backend's figure is its host's time to enqueue); "host step ms" is the same mix
+of the calls' host time to return, which the plugin records beside the timing. Ratios compare
+backends of the same grid and the same kind of timing. Files without the three variants say what
+is missing.
 """
 
 from __future__ import annotations
@@ -17,38 +21,60 @@ VARIANTS = {(True, False): "first", (False, False): "middle", (False, True): "la
 MIX = {"first": 1, "middle": 3, "last": 1}
 
 
-def medians_ms(path: pathlib.Path) -> dict[str, float]:
-    data = json.loads(path.read_text())
+def read(path: pathlib.Path) -> dict:
+    """Per variant: timed median (s), host-return median (s, or None), the sync's name, rounds."""
     out = {}
-    for b in data.get("benchmarks", []):
+    for b in json.loads(path.read_text()).get("benchmarks", []):
         p = b.get("params") or {}
         key = (bool(p.get("at_first_substep")), bool(p.get("at_last_substep")))
         if key in VARIANTS:
-            out[VARIANTS[key]] = b["stats"]["median"] * 1e3
+            info = b.get("extra_info") or {}
+            host = (info.get("host_return_s") or {}).get("median")
+            out[VARIANTS[key]] = (b["stats"]["median"], host, info.get("device_sync"), b["stats"]["rounds"])
     return out
 
 
+def waits(sync_name: str | None) -> str:
+    if sync_name is None:
+        return "no (icon4py)"
+    return "no" if sync_name.startswith("none") else "yes"
+
+
 def main(paths: list[str]) -> None:
-    print("| backend (--backend) | first ms | middle ms | last ms | dycore step ms | rounds |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    steps = []
+    print("| run | waits | first ms | middle ms | last ms | step ms | host step ms |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    steps: dict[tuple[str, str], list[tuple[str, float]]] = {}
     for path in map(pathlib.Path, paths):
         label = path.stem.removeprefix("bench-")
         try:
-            m = medians_ms(path)
-            rounds = {b["stats"]["rounds"] for b in json.loads(path.read_text())["benchmarks"]}
+            v = read(path)
         except (OSError, ValueError, KeyError) as e:
-            print(f"| {label} | no result ({e}) | | | | |")
+            print(f"| {label} | no result ({e}) | | | | | |")
             continue
-        if set(m) != set(MIX):
-            print(f"| {label} | missing: {', '.join(sorted(set(MIX) - set(m)))} | | | | |")
+        if set(v) != set(MIX):
+            print(f"| {label} | missing: {', '.join(sorted(set(MIX) - set(v)))} | | | | | |")
             continue
-        step = sum(MIX[v] * m[v] for v in MIX)
-        steps.append((label, step))
-        print(f"| {label} | {m['first']:.3f} | {m['middle']:.3f} | {m['last']:.3f} | {step:.2f} | "
-              f"{', '.join(map(str, sorted(rounds)))} |")  # fmt: skip
-    if len(steps) > 1:
-        print("\n" + "; ".join(f"{lbl} / {steps[0][0]} = {s / steps[0][1]:.3f}" for lbl, s in steps[1:]))
+        kind = waits(v["first"][2])
+        step = sum(MIX[k] * v[k][0] for k in MIX) * 1e3
+        hosts = [v[k][1] for k in MIX]
+        host = f"{sum(MIX[k] * v[k][1] for k in MIX) * 1e3:.2f}" if None not in hosts else "-"
+        grid = "-".join(label.rsplit("-", 2)[1:])
+        steps.setdefault((grid, kind), []).append((label, step))
+        print(f"| {label} | {kind} | {v['first'][0] * 1e3:.3f} | {v['middle'][0] * 1e3:.3f} | "
+              f"{v['last'][0] * 1e3:.3f} | {step:.2f} | {host} |")  # fmt: skip
+    rounds = sorted({r for path in paths for r in _rounds(pathlib.Path(path))})
+    if rounds:
+        print(f"\nrounds per variant: {', '.join(map(str, rounds))}")
+    for runs in steps.values():
+        if len(runs) > 1:
+            print("; ".join(f"{lbl} / {runs[0][0]} = {s / runs[0][1]:.3f}" for lbl, s in runs[1:]))
+
+
+def _rounds(path: pathlib.Path) -> set[int]:
+    try:
+        return {r for *_, r in read(path).values()}
+    except (OSError, ValueError, KeyError):
+        return set()
 
 
 if __name__ == "__main__":
