@@ -34,6 +34,7 @@ from icoforge.granule.backends import is_gpu, resolve_backend
 from icoforge.granule.fields import StaticFields
 from icoforge.granule.solver import SECOND_ORDER_DIVDAMP_FACTOR, GranuleGrid, build_solver, grid_for_backend
 from icoforge.granule.state import refill_states, to_states
+from icoforge.stalls import STALL_FACTOR, stall_positions
 from icoforge.suite import peers
 
 # (at_first_substep, at_last_substep) of SolveNonhydro.time_step
@@ -48,7 +49,6 @@ DTIME_LIMITED_AREA = 10.0  # s
 # the device, not the code: H200 session 28, one sample of the first substep took 488 ms against a
 # median of 18.3 ms, on all four ranks at once. The median keeps the figures right; the report says
 # it happened, and what Python's collector did meanwhile (`instrument.quiet_gc`).
-STALL_FACTOR = 2.0
 STALL_NOTE = (f"samples above {STALL_FACTOR:g}x their median (the medians are not moved by them; "
               "a stall of the host or the device?)")  # the reports' heading of the `stalls` list
 
@@ -58,9 +58,9 @@ def stalls(samples_ms: dict[str, list[float]], factor: float = STALL_FACTOR) -> 
     median 18.25)", joined by "; "; None when there are none."""
     parts = []
     for variant, samples in samples_ms.items():
-        median = statistics.median(samples) if samples else 0.0
-        far = [x for x in samples if median > 0 and x > factor * median]
+        far = [samples[i] for i in stall_positions(samples, factor)]
         if far:
+            median = statistics.median(samples)
             parts.append(f"{variant} {len(far)} of {len(samples)} (up to {max(far):.1f} ms, median {median:.2f})")
     return "; ".join(parts) or None
 

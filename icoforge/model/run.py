@@ -143,9 +143,9 @@ def start(config: Any, grid_file: pathlib.Path, backend: Any, progress: Progress
     from icoforge.suite import peers
 
     times = {} if times is None else times
-    descriptor = backend if peers.is_descriptor(backend) and per_program else None
-    # the driver's one backend with the later C recursion limit (muphys' graupel_run on CPython
-    # 3.12.1); the granules' per-program backends of a descriptor run without it
+    descriptor = descriptor_with_c_recursion_limit(backend) if peers.is_descriptor(backend) and per_program else None
+    # the driver's one backend and every per-program backend of a descriptor with the later C
+    # recursion limit (muphys' graupel_run on CPython 3.12.1)
     backend = with_c_recursion_limit(model_options.customize_backend(program=None, backend=backend))
     allocator = model_backends.get_allocator(backend)
     props = decomposition.get_process_properties(decomposition.get_runtype(with_mpi=False))
@@ -225,6 +225,28 @@ def with_c_recursion_limit(backend: Any) -> Any:
     if type(backend.executor).__module__.startswith("icoforge."):
         return backend
     return dataclasses.replace(backend, executor=CRecursionExecutor(backend.executor))
+
+
+@dataclasses.dataclass(frozen=True)
+class CRecursionFactory:
+    """An icon4py descriptor's `backend_factory` whose backends come out `with_c_recursion_limit`."""
+
+    inner: Any
+
+    def __call__(self, **options: Any) -> Any:
+        return with_c_recursion_limit(self.inner(**options))
+
+
+def descriptor_with_c_recursion_limit(descriptor: dict[str, Any]) -> dict[str, Any]:
+    """icon4py's descriptor whose per-program backends (`customize_backend(program, descriptor)`
+    calls its `backend_factory`, make_custom_dace_backend where it names none) run their
+    executors `with_c_recursion_limit`; the options icon4py adds per program are unchanged."""
+    from icon4py.model.common import model_backends
+
+    factory = descriptor.get("backend_factory", model_backends.make_custom_dace_backend)
+    if isinstance(factory, CRecursionFactory):
+        return descriptor
+    return {**descriptor, "backend_factory": CRecursionFactory(factory)}
 
 
 def _initial_states(drv: Any, allocator: Any) -> Any:

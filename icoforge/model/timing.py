@@ -39,7 +39,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-STALL_FACTOR = 2.0  # the greenline's (granule.runner.STALL_FACTOR)
+from icoforge.stalls import STALL_FACTOR, stall_positions
+
 SCHEMA = "icoforge-model-timing/1"
 
 # component: (attribute of icon4py's driver.granules, method timed)
@@ -144,14 +145,6 @@ class ComponentClock:
         return out
 
 
-def stalls(seconds: list[float], factor: float = STALL_FACTOR) -> list[int]:
-    """Positions (0-based) of the samples above `factor` x the median of `seconds`."""
-    if not seconds:
-        return []
-    median = statistics.median(seconds)
-    return [i for i, s in enumerate(seconds) if median > 0 and s > factor * median]
-
-
 @dataclasses.dataclass
 class Record:
     """Everything `--json` writes; written again after every phase and step, so that a run cut by
@@ -247,7 +240,7 @@ def step_stats(steps: list[dict[str, Any]], warmup: int) -> dict[str, Any] | Non
     seconds = [s["seconds"] for s in quiet]
     return {
         "n": len(quiet), "median_s": statistics.median(seconds), "min_s": min(seconds), "max_s": max(seconds),
-        "stalls": [{"index": quiet[i]["index"], "seconds": seconds[i], "gc_ms": quiet[i]["gc_ms"]} for i in stalls(seconds)],
+        "stalls": [{"index": quiet[i]["index"], "seconds": seconds[i], "gc_ms": quiet[i]["gc_ms"]} for i in stall_positions(seconds)],
         "worker_busy_steps": [s["index"] for s in later if s["worker_busy"]],
     }  # fmt: skip
 

@@ -45,3 +45,26 @@ def test_the_wrapper_runs_the_executor_with_the_raised_limit():
     inp, counter = run.CRecursionExecutor(_counter_in)("program")
     assert inp == "program"
     assert counter > c_recursion.C_LIMIT_3_12_EARLY
+
+
+def test_a_descriptors_per_program_backends_get_the_wrapper_with_icon4pys_options():
+    """The granules of `icoforge model --backend gtfn_cpu` get icon4py's descriptor: every backend
+    `customize_backend(program, descriptor)` makes from it must be wrapped too."""
+    from icon4py.model.common import model_options
+
+    from icoforge.suite.backends import get_backend
+
+    descriptor = get_backend("dace_cpu")
+    factory = descriptor["backend_factory"]
+    wrapped = run.descriptor_with_c_recursion_limit(descriptor)
+    assert run.descriptor_with_c_recursion_limit(wrapped) is wrapped  # not twice
+    assert descriptor["backend_factory"] is factory  # icon4py's descriptor itself is left alone
+
+    class vertically_implicit_solver_at_predictor_step:  # customize_backend keys its options on __name__
+        pass
+
+    plain = model_options.customize_backend(vertically_implicit_solver_at_predictor_step, descriptor)
+    ours = model_options.customize_backend(vertically_implicit_solver_at_predictor_step, wrapped)
+    assert isinstance(ours.executor, run.CRecursionExecutor) and not isinstance(plain.executor, run.CRecursionExecutor)
+    assert ours.name == plain.name
+    assert type(ours.executor.inner) is type(plain.executor)

@@ -1,5 +1,5 @@
 """icoforge.model is a lab layer: it imports grids, suite, backend (and the shared top-level
-modules settings, errors), and only the CLI imports it. Read from the source (ast), imports
+modules settings, errors, stalls), and only the CLI imports it. Read from the source (ast), imports
 inside functions included."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2] / "icoforge"
-ALLOWED = {"model", "grids", "suite", "backend", "settings", "errors"}
+ALLOWED = {"model", "grids", "suite", "backend", "settings", "errors", "stalls"}
 
 
 def _icoforge_imports(path: pathlib.Path) -> set[str]:
