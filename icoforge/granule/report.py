@@ -23,6 +23,7 @@ from icoforge.granule.greenline import GreenlineReport
 from icoforge.granule.merge import python_optimized_modes, run_environments
 from icoforge.granule.runner import STALL_NOTE, SUBSTEP_MIX, VARIANTS, gc_note, stalls
 from icoforge.granule.state import PROGNOSTIC_FIELDS
+from icoforge.owners import DACE, GT4PY, ICON4PY, OTHER, OURS
 
 SETUP_LABELS = {
     "device_grid": "grid on the device",
@@ -32,6 +33,9 @@ SETUP_LABELS = {
 }
 
 Data = dict[str, Any]  # a report in its JSON form
+OWNER_ORDER = (OURS, GT4PY, ICON4PY, DACE, OTHER)
+OWNER_LABELS = {OURS: "icoforge's Python", GT4PY: "GT4Py's Python", ICON4PY: "icon4py's Python",
+                DACE: "DaCe's Python", OTHER: "other code"}  # fmt: skip
 
 
 @dataclasses.dataclass
@@ -79,12 +83,21 @@ def _dycore_step_ms(data: Data, b: Data) -> float:
 # --- tables ---------------------------------------------------------------------------------------
 
 
+def construct_owner_rows(bs: list[Data]) -> list[list[str]]:
+    """The construction's wall time by whose Python ran (sampled; reports before 2026-12-06 have none)."""
+    owners = [o for o in OWNER_ORDER if any(o in (b.get("construct_owners") or {}) for b in bs)]
+    return [[f"  in {OWNER_LABELS[o]}", *(_s(b["construct_owners"][o]) if o in (b.get("construct_owners") or {}) else "-"
+                                     for b in bs)] for o in owners]  # fmt: skip
+
+
 def setup_table(data: Data) -> TableSpec:
     bs = data["backends"]
     rows = []
     for p in (p for p in SETUP_LABELS if any(p in b["setup_s"] for b in bs)):
         label = SETUP_LABELS[p].replace("SolveNonhydro", data.get("component") or "SolveNonhydro")  # icon4py's class
         rows.append([label, *(_s(b["setup_s"][p]) if p in b["setup_s"] else "-" for b in bs)])
+        if p == "construct":
+            rows += construct_owner_rows(bs)
     rows.append(["[bold]total[/bold]", *(f"[bold]{_s(sum(b['setup_s'].values()))}[/bold]" for b in bs)])
     rows.append(["compile jobs (program variants)", *(str(b["compile_jobs"]) for b in bs)])
     rows.append(

@@ -34,6 +34,7 @@ from icoforge.granule.backends import is_gpu, resolve_backend
 from icoforge.granule.fields import StaticFields
 from icoforge.granule.solver import SECOND_ORDER_DIVDAMP_FACTOR, GranuleGrid, build_solver, grid_for_backend
 from icoforge.granule.state import refill_states, to_states
+from icoforge.owners import OwnerSampler
 from icoforge.stalls import STALL_FACTOR, stall_positions
 from icoforge.suite import peers
 
@@ -151,6 +152,8 @@ class BackendResult:
     peer_config: dict[str, Any] | None = None
     # the variants of one step of the granule (the dycore's 5 substeps; the diffusion's one call)
     step_mix: tuple[str, ...] = SUBSTEP_MIX
+    # the construction's wall time by whose Python ran (icoforge.owners: ours, GT4Py's, icon4py's, ...)
+    construct_owners: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def median_ms(self, variant: str) -> float:
         return statistics.median(self.step_ms[variant])
@@ -200,6 +203,7 @@ class BackendResult:
             "replayed_step_ms": graph_replay.replayed_step_ms(self.graph_replay, SUBSTEP_MIX) if self.graph_replay else None,
             "gc_pauses": self.gc_pauses,
             "peer_config": self.peer_config,
+            "construct_owners": self.construct_owners,
         }
 
 
@@ -289,8 +293,13 @@ class Granule:
             what = f"{self.name}: constructing {self.component}, programs compiled/submitted so far; last submitted {last}"
             progress(what, finished, submitted)
 
-        with compile_pool.recorded_submissions(constructing) as submitted, peers.recording_options() as options:
+        with (
+            compile_pool.recorded_submissions(constructing) as submitted,
+            peers.recording_options() as options,
+            OwnerSampler() as whose,
+        ):
             self.solver = self.construct()
+        self.result.construct_owners = whose.seconds
         self.result.peer_config = peers.peer_config(self.name, options)
         s["construct"] = time.perf_counter() - t0
         self._submitted = [(t - self._construct_started_at, name) for t, name in submitted]

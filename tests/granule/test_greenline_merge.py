@@ -546,3 +546,19 @@ def test_machine_state_note_names_a_run_profiled_on_a_slower_machine():
     at = next(i for i, s in enumerate(order) if "slower machine state" in s)
     assert "icoforge-cuda (opt) 1.50x" in order[at] and order[at - 1] == report.steps_table(runs[0]).title
     assert not any("slower machine state" in s for s in order[:at] + order[at + 1:])
+
+
+def test_the_setup_table_splits_the_construction_by_whose_python_ran():
+    cuda, gtfn = _result("icoforge-cuda", 1.0, 0.0), _result("gtfn_gpu", 2.0)
+    cuda.construct_owners = {"icon4py's": 6.0, "GT4Py's": 3.5, "ours": 0.5}
+    data = report.as_data(_report(cuda, gtfn))
+    rows = {r[0]: r[1:] for r in report.setup_table(data).rows}
+    labels = [r[0] for r in report.setup_table(data).rows]
+    construct = next(i for i, label in enumerate(labels) if label.startswith("construct"))
+    # right under the construction, in a fixed order, only the owners some backend has
+    assert labels[construct + 1 : construct + 4] == ["  in icoforge's Python", "  in GT4Py's Python", "  in icon4py's Python"]
+    assert rows["  in GT4Py's Python"] == ["3.5", "-"]
+    assert "  in other code" not in rows
+    assert rows["[bold]total[/bold]"] == ["[bold]11.5[/bold]", "[bold]21.5[/bold]"]  # the split is not added again
+    older = report.as_data(_report(gtfn))  # reports before the split have no construct_owners
+    assert not any(label.startswith("  in ") for label, *_ in report.setup_table(older).rows)

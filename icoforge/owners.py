@@ -1,0 +1,105 @@
+"""Whose Python is running: icoforge's, GT4Py's, icon4py's or someone else's.
+
+`OwnerSampler` samples one thread's stack every few milliseconds while a block runs and charges
+each sample to the innermost frame that belongs to a known package; frames of the standard library
+and of packages not named here are charged to their nearest known caller (a `hashlib` call made by
+GT4Py is GT4Py's time). Only when no frame is known is a sample "other". A C call that holds the GIL delays the
+sampler until it returns; its time goes to the Python frame that runs then, mostly its caller's
+owner. Used where a phase is
+mostly Python of several parties (the granule's construction, issue 47 item 5: which part of the
+cold compile is ours to cut).
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import pathlib
+import sys
+import threading
+import time
+from types import FrameType, TracebackType
+
+OURS, GT4PY, ICON4PY, DACE, OTHER = "ours", "GT4Py's", "icon4py's", "DaCe's", "other"
+
+
+@functools.cache
+def package_roots() -> tuple[tuple[str, str], ...]:
+    """(folder prefix, owner) of every known package, the longest prefix first."""
+    import dace
+    import gt4py
+    import icon4py
+
+    import icoforge
+
+    roots = [(str(pathlib.Path(icoforge.__file__).resolve().parent), OURS)]
+    roots += [(str(pathlib.Path(p).resolve()), GT4PY) for p in gt4py.__path__]
+    roots += [(str(pathlib.Path(p).resolve()), ICON4PY) for p in icon4py.__path__]
+    roots += [(str(pathlib.Path(p).resolve()), DACE) for p in dace.__path__]
+    return tuple(sorted(((r + "/", o) for r, o in roots), key=lambda ro: -len(ro[0])))
+
+
+@functools.lru_cache(maxsize=4096)
+def owner_of(filename: str) -> str | None:
+    """The owner of a source file, None where it is none of the known packages."""
+    try:
+        path = str(pathlib.Path(filename).resolve())
+    except (OSError, ValueError):
+        return None
+    return next((owner for root, owner in package_roots() if path.startswith(root)), None)
+
+
+def owner_of_stack(frame: FrameType | None) -> str:
+    """The innermost known owner on the stack from `frame` outwards, else OTHER."""
+    while frame is not None:
+        if (owner := owner_of(frame.f_code.co_filename)) is not None:
+            return owner
+        frame = frame.f_back
+    return OTHER
+
+
+class OwnerSampler:
+    """`with OwnerSampler() as s: ...` samples the entering thread; `s.seconds` is the block's wall
+    time per owner (time-weighted samples scaled to the measured wall time), `s.samples` the counts."""
+
+    def __init__(self, interval_s: float = 0.005):
+        self.interval_s = interval_s
+        self.samples: collections.Counter[str] = collections.Counter()
+        self._weights: collections.Counter[str] = collections.Counter()
+        self.wall_s = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> OwnerSampler:
+        package_roots()  # imports done before the first sample, not charged to anyone
+        target = threading.get_ident()
+        self._started = time.perf_counter()
+        self._thread = threading.Thread(target=self._run, args=(target,), name="icoforge-owner-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self, target: int) -> None:
+        # The sampler runs only when the sampled thread lets go of the GIL: every switch interval
+        # (5 ms) while it runs Python, far more often while it waits in C code that releases it.
+        # So each sample stands for the time since the previous one, not for one interval.
+        last = time.perf_counter()
+        while not self._stop.wait(self.interval_s):
+            frame = sys._current_frames().get(target)
+            now = time.perf_counter()
+            owner = owner_of_stack(frame)
+            self.samples[owner] += 1
+            self._weights[owner] += now - last
+            last = now
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join()
+        self.wall_s = time.perf_counter() - self._started
+
+    @property
+    def seconds(self) -> dict[str, float]:
+        total = sum(self._weights.values())
+        if not total:
+            return {}
+        return {owner: round(self.wall_s * w / total, 3) for owner, w in self._weights.most_common()}

@@ -1,0 +1,39 @@
+"""icoforge.owners: samples charged to the innermost known package, the stdlib to its caller."""
+
+import hashlib
+import time
+
+from icoforge import owners
+
+
+def _busy(seconds: float, work) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        work()
+
+
+def test_files_belong_to_their_packages():
+    import gt4py.next
+    import icon4py.model.common
+
+    assert owners.owner_of(owners.__file__) == owners.OURS
+    assert owners.owner_of(gt4py.next.__file__) == owners.GT4PY
+    assert owners.owner_of(icon4py.model.common.__file__) == owners.ICON4PY
+    assert owners.owner_of(hashlib.__file__) is None
+
+
+def test_a_block_is_charged_to_whose_code_runs_and_the_stdlib_to_its_caller():
+    from gt4py.next.iterator.ir_utils import ir_makers as im  # GT4Py's Python, called from here
+
+    def gt4py_ir() -> None:
+        for _ in range(50):
+            im.call("plus")(im.ref("a"), im.literal_from_value(1))
+
+    with owners.OwnerSampler(interval_s=0.002) as sampler:
+        _busy(0.3, gt4py_ir)
+        _busy(0.3, lambda: hashlib.sha256(b"x" * 4096).digest())  # the stdlib, called by this file
+    seconds = sampler.seconds
+    assert 0.5 <= sampler.wall_s < 2.0 and abs(sum(seconds.values()) - sampler.wall_s) < 0.01
+    # this test file is none of the packages, so the hashlib loop is "other"; GT4Py's loop is GT4Py's
+    assert seconds[owners.GT4PY] > 0.15 and seconds[owners.OTHER] > 0.15, seconds
+    assert owners.OURS not in seconds or seconds[owners.OURS] < 0.1, seconds  # only the lambdas' loop calls
