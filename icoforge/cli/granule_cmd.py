@@ -20,8 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser(
         "greenline",
-        help="the dycore granule (SolveNonhydro.time_step; --granule diffusion: Diffusion.run): setup cost, "
-        "step time per variant, per-program table",
+        help="the dycore granule (SolveNonhydro.time_step; --granule diffusion: Diffusion.run; --granule "
+        "advection: tracer Advection.run): setup cost, step time per variant, per-program table",
         description=(
             "Build icon4py's SolveNonhydro as icon4py's benchmark does (static fields from its factories, "
             "random plausible state, combined divergence damping, 5 substeps) for each backend, then time "
@@ -31,8 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     common_args.grid(p, "R2B3", 10)
     p.add_argument(
         "--granule", default="dycore", choices=list(GRANULES),
-        help="icon4py's component: dycore (SolveNonhydro.time_step, 5 substeps) or diffusion (Diffusion.run as "
-        "icon4py's benchmark configures it; one call per step); same inputs, peers and report (default dycore)",
+        help="icon4py's component: dycore (SolveNonhydro.time_step, 5 substeps), diffusion (Diffusion.run as "
+        "icon4py's benchmark configures it; one call per step) or advection (tracer Advection.run of qv, MIURA + "
+        "PPM as icoforge's model; one call per step); same inputs, peers and report (default dycore)",
     )  # fmt: skip
     p.add_argument(
         "--backend", default="icoforge-cpu", help="backend to time; the reference of --verify (default icoforge-cpu)"

@@ -33,6 +33,14 @@ VARIANTS: dict[str, dict[str, bool]] = {"initial": {"initial_run": True}, "step"
 STEP_MIX = ("step",)
 VERIFY_SEQUENCE = ("initial", "step", "step")
 DIAGNOSTIC_FIELDS = ("hdef_ic", "div_ic", "dwdx", "dwdy")
+# the static geometry fields of icon4py's EdgeParams (the advection granule passes the same)
+EDGE_PARAMS = (
+    "edge_center_lat", "edge_center_lon", "tangent_orientation", "coriolis_frequency", "edge_areas",
+    "primal_edge_lengths", "inverse_primal_edge_lengths", "dual_edge_lengths", "inverse_dual_edge_lengths",
+    "inverse_vertex_vertex_lengths", "primal_normal_x", "primal_normal_y", "primal_normal_cell_x",
+    "primal_normal_cell_y", "primal_normal_vert_x", "primal_normal_vert_y", "dual_normal_cell_x",
+    "dual_normal_cell_y", "dual_normal_vert_x", "dual_normal_vert_y",
+)  # fmt: skip
 
 # DiffusionConfig of icon4py's benchmark (test_benchmark_diffusion.py), by keyword
 CONFIG: dict[str, Any] = {
@@ -98,13 +106,6 @@ class DiffusionGranule(Granule):
             vct_a=gtx.as_field((dims.KDim,), static.vct_a.copy(), allocator=allocator),
             vct_b=gtx.as_field((dims.KDim,), static.vct_b.copy(), allocator=allocator),
         )
-        edge_names = (
-            "edge_center_lat", "edge_center_lon", "tangent_orientation", "coriolis_frequency", "edge_areas",
-            "primal_edge_lengths", "inverse_primal_edge_lengths", "dual_edge_lengths", "inverse_dual_edge_lengths",
-            "inverse_vertex_vertex_lengths", "primal_normal_x", "primal_normal_y", "primal_normal_cell_x",
-            "primal_normal_cell_y", "primal_normal_vert_x", "primal_normal_vert_y", "dual_normal_cell_x",
-            "dual_normal_cell_y", "dual_normal_vert_x", "dual_normal_vert_y",
-        )  # fmt: skip
         interpolation_names = (
             "e_bln_c_s", "rbf_coeff_1", "rbf_coeff_2", "geofac_div", "geofac_n2s", "geofac_grg_x", "geofac_grg_y",
             "nudgecoeff_e",
@@ -124,7 +125,7 @@ class DiffusionGranule(Granule):
             interpolation_state=diffusion_states.DiffusionInterpolationState(
                 **{k: field(i[k]) for k in interpolation_names}
             ),
-            edge_params=grid_states.EdgeParams(**{k: g[k] for k in edge_names}),
+            edge_params=grid_states.EdgeParams(**{k: g[k] for k in EDGE_PARAMS}),
             cell_params=grid_states.CellParams(
                 cell_center_lat=g["cell_center_lat"],
                 cell_center_lon=g["cell_center_lon"],

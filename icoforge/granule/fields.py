@@ -128,6 +128,12 @@ DIFFUSION_METRIC_FIELDS: dict[str, str] = {
     "zd_vertoffset": "ZD_VERTOFFSET",
     "zd_diffcoef": "ZD_DIFFCOEF",
 }
+# The tracer advection granule's (granule/advection.py) fields that neither SolveNonhydro nor
+# Diffusion takes (kept in `interpolation` / `metrics`; solver.py passes SolveNonhydro only
+# INTERPOLATION_FIELDS and METRIC_FIELDS). lsq_pseudoinv is (CellDim, LsqUnkDim, C2E2CDim): the
+# driver passes its two LsqUnkDim slices as lsq_pseudoinv_1/2.
+ADVECTION_INTERPOLATION_FIELDS: dict[str, str] = {"lsq_pseudoinv": "LSQ_PSEUDOINV"}
+ADVECTION_METRIC_FIELDS: dict[str, str] = {"ddqz_z_full": "DDQZ_Z_FULL"}
 
 FIELDS_VERSION = "granule-fields-v1"
 
@@ -220,6 +226,8 @@ def static_fields_key(grid: Any, factory_backend: str) -> str:
         repr(sorted(INTERPOLATION_FIELDS.items())),
         repr(sorted(METRIC_FIELDS.items())),
         repr(sorted(DIFFUSION_METRIC_FIELDS.items())),
+        repr(sorted(ADVECTION_INTERPOLATION_FIELDS.items())),
+        repr(sorted(ADVECTION_METRIC_FIELDS.items())),
         repr((MODEL_TOP_HEIGHT, LOWEST_LAYER_THICKNESS, STRETCH_FACTOR, RAYLEIGH_DAMPING_HEIGHT)),
         factory_backend,
     ]
@@ -354,7 +362,8 @@ def _compute(grid: Any, factory_backend: str, status: Callable[[str], None]) -> 
         metadata=interpolation_attributes.attrs,
     )
     interpolation_arrays = {
-        k: _to_array(interpolation.get(getattr(interpolation_attributes, v))) for k, v in INTERPOLATION_FIELDS.items()
+        k: _to_array(interpolation.get(getattr(interpolation_attributes, v)))
+        for k, v in {**INTERPOLATION_FIELDS, **ADVECTION_INTERPOLATION_FIELDS}.items()
     }
     timings["interpolation"] = time.perf_counter() - t0
 
@@ -381,7 +390,7 @@ def _compute(grid: Any, factory_backend: str, status: Callable[[str], None]) -> 
     )
     metric_arrays = {
         k: _to_array(metrics.get(getattr(metrics_attributes, v)))
-        for k, v in {**METRIC_FIELDS, **DIFFUSION_METRIC_FIELDS}.items()
+        for k, v in {**METRIC_FIELDS, **DIFFUSION_METRIC_FIELDS, **ADVECTION_METRIC_FIELDS}.items()
     }
     for k, v in METRIC_SCALARS.items():
         scalars[k] = int(_scalar(metrics.get(getattr(metrics_attributes, v), states_factory.RetrievalType.SCALAR)))

@@ -50,7 +50,6 @@ from typing import Any
 import numpy as np
 
 from icoforge.granule import verify
-from icoforge.granule.state import PROGNOSTIC_FIELDS
 
 GOLDEN_VERSION = 2  # what `write` records; `load` also reads version 1 (other projections)
 READABLE_VERSIONS = (1, 2)
@@ -132,11 +131,12 @@ def _sample_positions(field: str, x: np.ndarray) -> np.ndarray:
 def fingerprint(
     results: list[dict[str, np.ndarray]], version: int = GOLDEN_VERSION, sequence: tuple[str, ...] = verify.VERIFY_SEQUENCE
 ) -> list[dict[str, Any]]:
-    """`sequence`: the labels of the results (another granule's, e.g. diffusion.py's, differ)."""
+    """`sequence`: the labels of the results (another granule's, e.g. diffusion.py's, differ); every
+    field of each result (the prognostic ones; advection.py's tracer fields)."""
     out = []
     for variant, fields in zip(sequence, results):
         entry: dict[str, Any] = {"variant": variant, "fields": {}}
-        for name in PROGNOSTIC_FIELDS:
+        for name in fields:
             x = np.asarray(fields[name], dtype=np.float64)
             pos = _sample_positions(name, x)
             entry["fields"][name] = {
@@ -311,7 +311,9 @@ def compare_fingerprints(test: dict[str, Any], ref: dict[str, Any], rtol: float)
         if t["variant"] != r["variant"]:
             raise ValueError(f"substep {t['variant']!r} vs {r['variant']!r}")
         diffs = []
-        for name in PROGNOSTIC_FIELDS:
+        if missing := [name for name in r["fields"] if name not in t["fields"]]:
+            raise ValueError(f"substep {t['variant']!r}: no {', '.join(missing)} (the reference has them)")
+        for name in r["fields"]:
             tf, rf = t["fields"][name], r["fields"][name]
             if tf["shape"] != rf["shape"]:
                 raise ValueError(f"{name}: shape {tuple(tf['shape'])}, reference {tuple(rf['shape'])}")

@@ -33,7 +33,6 @@ from icoforge.granule.backends import check_name, is_gpu
 from icoforge.granule.fields import build_static_fields, static_fields_key
 from icoforge.granule.gpulock import GpuLock
 from icoforge.granule.runner import SUBSTEP_MIX, VARIANTS, BackendResult, Granule, Progress, dtime_for, substep_fusion_backends
-from icoforge.granule.state import initial_state
 from icoforge.suite.backends import GPU_BACKENDS
 
 DEFAULT_FACTORY_BACKEND = "icoforge-cpu+roundtrip-passes"
@@ -41,6 +40,7 @@ DEFAULT_FACTORY_BACKEND = "icoforge-cpu+roundtrip-passes"
 GRANULES: dict[str, str] = {
     "dycore": "icoforge.granule.runner:Granule",  # SolveNonhydro.time_step
     "diffusion": "icoforge.granule.diffusion:DiffusionGranule",  # Diffusion.run
+    "advection": "icoforge.granule.advection:AdvectionGranule",  # tracer Advection.run (qv)
 }
 # what only the dycore granule supports (its substeps, its byte model, its state refill)
 DYCORE_ONLY_OPTIONS = ("substep_fusion", "graph_replay", "floors_steps")
@@ -130,6 +130,7 @@ def environment() -> dict[str, Any]:
         "icon4py-common",
         "icon4py-atmosphere-dycore",
         "icon4py-atmosphere-diffusion",
+        "icon4py-atmosphere-tracer_advection",
         "dace",
         "numpy",
         "cupy-cuda13x",
@@ -258,7 +259,7 @@ def run_greenline(
             common.update({f"factory_{k}": v for k, v in static.timings.items()})
 
         t0 = time.perf_counter()
-        state = initial_state(static, opts.levels, opts.seed)
+        state = kind.initial_state(static, grid, opts.levels, opts.seed)
         common["initial_state"] = time.perf_counter() - t0
 
         grid_info = {

@@ -50,7 +50,7 @@ from icoforge.backend.runtime.events import EventClock, cupy_event_clock, record
 
 @dataclasses.dataclass(frozen=True)
 class BoundProgram:
-    owner: Any  # SolveNonhydro or VelocityAdvection
+    owner: Any  # SolveNonhydro, VelocityAdvection, or an object another granule holds
     attr: str
     name: str  # the GT4Py program's name
     partial: functools.partial
@@ -63,17 +63,33 @@ def _program_name(program: Any) -> str | None:
         return None
 
 
+# objects of these modules held by a granule may bind programs themselves (the tracer advection's
+# horizontal and vertical schemes and their limiters: attributes of attributes)
+COMPONENT_MODULES = ("icon4py.model.atmosphere.",)
+
+
+def _is_component(value: Any) -> bool:
+    return hasattr(value, "__dict__") and type(value).__module__.startswith(COMPONENT_MODULES)
+
+
 def find_programs(solver: Any) -> list[BoundProgram]:
-    """The GT4Py programs bound on `solver` and its velocity advection, in attribute order."""
+    """The GT4Py programs bound on `solver`, its velocity advection, then on the icon4py objects
+    they hold (breadth first), each in attribute order."""
     out: list[BoundProgram] = []
-    for owner in (solver, getattr(solver, "velocity_advection", None)):
-        if owner is None:
+    queue = [solver, getattr(solver, "velocity_advection", None)]
+    seen: set[int] = set()
+    while queue:
+        owner = queue.pop(0)
+        if owner is None or id(owner) in seen:
             continue
+        seen.add(id(owner))
         for attr, value in vars(owner).items():
             if isinstance(value, functools.partial):
                 name = _program_name(value.func)
                 if name is not None:
                     out.append(BoundProgram(owner, attr, name, value))
+            elif _is_component(value):
+                queue.append(value)
     return out
 
 

@@ -336,7 +336,9 @@ def python_mode(data: Data) -> str:
 
 def verification_table(data: Data) -> TableSpec:
     cs = data["verification"]
-    rows = [[f, *(_e(c["worst_rel"].get(f)) for c in cs)] for f in PROGNOSTIC_FIELDS]
+    # the granule's compared fields in the order compared (the dycore's and diffusion's: the prognostic ones)
+    names = list(dict.fromkeys(d["field"] for s in cs[0]["substeps"] for d in s["fields"])) or list(PROGNOSTIC_FIELDS)
+    rows = [[f, *(_e(c["worst_rel"].get(f)) for c in cs)] for f in names]
     rows.append(
         [
             "[bold]result[/bold]",

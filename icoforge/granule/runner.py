@@ -33,7 +33,7 @@ from icoforge.granule import graph_replay, instrument
 from icoforge.granule.backends import is_gpu, resolve_backend
 from icoforge.granule.fields import StaticFields
 from icoforge.granule.solver import SECOND_ORDER_DIVDAMP_FACTOR, GranuleGrid, build_solver, grid_for_backend
-from icoforge.granule.state import refill_states, to_states
+from icoforge.granule.state import initial_state, refill_states, to_states
 from icoforge.owners import OwnerSampler
 from icoforge.stalls import STALL_FACTOR, stall_positions
 from icoforge.suite import peers
@@ -215,8 +215,8 @@ def _no_progress(what: str, done: int, total: int) -> None:
 
 
 class Granule:
-    """SolveNonhydro + states for one backend. Another icon4py granule (diffusion.py) subclasses it:
-    `construct`, `fresh_states`, `_time_step` and the class attributes below."""
+    """SolveNonhydro + states for one backend. Other icon4py granules (diffusion.py, advection.py)
+    subclass it: `construct`, `fresh_states`, `step`, `initial_state` and the class attributes below."""
 
     kind = "dycore"  # --granule
     component = "SolveNonhydro"  # what `construct` builds (progress lines)
@@ -328,6 +328,12 @@ class Granule:
         return build_solver(
             self.grid, self.static, self.backend, only_used_variants=self.only_used_variants, exchange=self.exchange
         )
+
+    @classmethod
+    def initial_state(cls, static: StaticFields, grid: Any, levels: int, seed: int) -> dict[str, Any]:
+        """The initial state's arrays, shared by every backend (state.py; another granule adds its
+        own inputs, e.g. advection.py's mass fluxes and tracer)."""
+        return initial_state(static, levels, seed)
 
     @classmethod
     def input_description(cls, grid: Any, levels: int, seed: int) -> dict[str, Any]:

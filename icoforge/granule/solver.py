@@ -179,7 +179,7 @@ def build_solver(
     from icon4py.model.common.grid import states as grid_states
     from icon4py.model.common.grid import vertical as v_grid
 
-    from icoforge.granule.fields import METRIC_FIELDS, vertical_config
+    from icoforge.granule.fields import INTERPOLATION_FIELDS, METRIC_FIELDS, vertical_config
 
     import gt4py.next as gtx
     from icon4py.model.common import dimension as dims
@@ -225,7 +225,9 @@ def build_solver(
             )
         }
     )
-    interpolation_state = dycore_states.InterpolationState(**{k: field(v) for k, v in static.interpolation.items()})
+    interpolation_state = dycore_states.InterpolationState(
+        **{k: field(v) for k, v in static.interpolation.items() if k in INTERPOLATION_FIELDS}  # not advection's
+    )
     metric_state = dycore_states.MetricStateNonHydro(
         **{k: field(v) for k, v in static.metrics.items() if k in METRIC_FIELDS},  # not the diffusion's
         nflat_gradp=gtx.int32(static.scalars["nflat_gradp"]),
