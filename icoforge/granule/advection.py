@@ -4,7 +4,8 @@ with any backend, through the dycore greenline's machinery (`icoforge greenline 
 What differs from the dycore's `Granule` (runner.py), and only that:
 
 - construction: icon4py's `convert_config_to_advection`, as icon4py's driver builds it
-  (`driver_utils.initialize_granules`), with the configuration icoforge's model runs
+  (`driver_utils.initialize_granules`; a peer's descriptor made into the one GT4Py backend the
+  driver passes, as its main.py does), with the configuration icoforge's model runs
   (model/experiments.py, icon4py's APE/AES transport_nml): MIURA with linear reconstruction
   (LINEAR_2ND_ORDER) and the POSITIVE_DEFINITE limiter horizontally, PPM_3RD_ORDER with the
   SEMI_MONOTONIC limiter vertically -- a GodunovSplittingAdvection. The static fields are the
@@ -24,6 +25,12 @@ What differs from the dycore's `Granule` (runner.py), and only that:
   fresh states, the tracer time levels swapped between calls as the driver does; after each call
   qv and the two tracer fluxes compared (verify.py's measure). The sequence starts horizontal
   first whatever ran before (one call on scratch states when an odd number of calls has run).
+
+The per-program table lists the programs icon4py binds with `setup_program` (found on the schemes
+and limiters the granule holds, instrument.find_programs); the two calls per step of
+init_constant_cell_kdim_field that NoFluxCondition binds with `with_backend` instead (the zero
+tracer flux at the top and the surface) are not among them and fall into the "outside GT4Py
+programs" row.
 """
 
 from __future__ import annotations
@@ -142,8 +149,13 @@ class AdvectionGranule(Granule):
 
         from icoforge.granule.diffusion import EDGE_PARAMS
         from icoforge.granule.solver import as_field
+        from icoforge.suite import peers
 
         assert self.grid is not None
+        # a peer as icon4py's driver hands it to its granules (main.py: customize_backend(None,
+        # descriptor)): icon4py 0.4.1's NoFluxCondition binds its program with `with_backend(backend)`,
+        # which takes a GT4Py backend, not the descriptor its setup_program calls take
+        backend = peers.for_program(self.backend, None) if peers.is_descriptor(self.backend) else self.backend
         static = self.static
         allocator = model_backends.get_allocator(self.backend)
         field = functools.partial(as_field, allocator=allocator)
@@ -173,7 +185,7 @@ class AdvectionGranule(Granule):
                 area=g["cell_area"],
                 mean_cell_area=float(static.scalars["mean_cell_area"]),
             ),
-            backend=self.backend,
+            backend=backend,
             exchange=decomposition.single_node_exchange if self.exchange is None else self.exchange,
         )
 

@@ -10,7 +10,14 @@ programs and static fields by gtfn_cpu, as the file's `input_backends` say (issu
         --factory-backend gtfn_cpu --compare icoforge-cpu --verify --rtol 5e-11 --steps 1 --warmup 0 \\
         --save-reference tests/granule/data/r2b3_l10_advection_gtfn_cpu.json
 
-RECORDING_NOTE
+(GT4PY_BUILD_CACHE_LIFETIME=persistent: the CPU table, benchmarks/cpu-greenline-advection-R2B3-10.md,
+reused gtfn_cpu's programs.) Recorded 2026-12-06 on the shared 2-core VM (AMD EPYC, nice 10): 273 s
+wall, gtfn_cpu's compile of the 23 program variants 210 s (its static fields computed just before
+in 336 s, then cached: `"cached": true` in the file); icoforge-cpu equalled gtfn_cpu bit for bit
+(0.0 for qv, hfl_tracer and vfl_tracer after each of the three calls).
+Cost of the slow tests here: icoforge-cpu's compile of the 23 program variants (44 s cold on this
+VM) plus the static fields when not cached (54 s with icoforge's factories); 91 s for the whole
+file with its translations cached, hence the slow marks.
 """
 
 from __future__ import annotations
