@@ -4,7 +4,26 @@ Every test session gets its own empty icoforge cache, so tests never read or pol
 user's cache (and always exercise generation); grids are generated once per session.
 """
 
-import pytest
+import os
+
+# The recorded references (tests/granule/data, icoforge/model/jw_*references.json) are bitwise, so
+# numpy must round as where they were recorded (an AVX2 machine): without its AVX-512 paths
+# (icoforge/portable_numpy.py says why), set before numpy is imported, also for the processes the
+# tests start. The Makefile exports the same; a no-op on AVX2 machines.
+from icoforge.portable_numpy import NPY_DISABLE_CPU_FEATURES, avx512_paths_on  # noqa: E402  (imports no numpy)
+
+os.environ.setdefault("NPY_DISABLE_CPU_FEATURES", NPY_DISABLE_CPU_FEATURES)
+
+import pytest  # noqa: E402
+
+
+def _check_numpy_rounds_portably() -> None:
+    if avx512_paths_on():
+        raise pytest.UsageError(
+            "numpy was imported with its AVX-512 paths on (imported before tests/conftest.py could "
+            "switch them off, or NPY_DISABLE_CPU_FEATURES set to something else); the recorded references "
+            f"would not match bit for bit. Run with: export NPY_DISABLE_CPU_FEATURES=\"{NPY_DISABLE_CPU_FEATURES}\""
+        )
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -98,6 +117,7 @@ def _minutes(seconds: float) -> str:
 def pytest_configure(config: pytest.Config) -> None:
     from icoforge.console import KNOWN_HARMLESS_WARNINGS
 
+    _check_numpy_rounds_portably()
     # the CLI's list of harmless third-party warnings keeps them out of the test summary too
     for message, category, module in KNOWN_HARMLESS_WARNINGS:
         config.addinivalue_line("filterwarnings", f"ignore:{message}:{category.__name__}:{module}")

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from icoforge.granule import verify
+from icoforge.portable_numpy import require_portable_rounding
 
 GOLDEN_VERSION = 2  # what `write` records; `load` also reads version 1 (other projections)
 READABLE_VERSIONS = (1, 2)
@@ -260,6 +261,7 @@ def write(
 ) -> None:
     """Record `granule`'s `results` (a runner.Granule, run on the static fields `static`): its
     backend and the backends of its inputs from these objects (`input_backends`)."""
+    require_portable_rounding(f"recording {path}")
     data = {
         "golden_version": version,
         "backend": granule.name,

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from icoforge.portable_numpy import require_portable_rounding
+
 STORE = pathlib.Path(__file__).with_name("jw_references.json")
 FORMAT = 1
 SAMPLES = 16
@@ -118,6 +120,7 @@ def make_store(run_meta: dict[str, Any], steps: list[dict[str, np.ndarray]]) -> 
 
 
 def write_store(path: pathlib.Path, store: dict[str, Any]) -> None:
+    require_portable_rounding(f"recording {path}")
     tmp = path.with_suffix(".json.part")
     tmp.write_text(json.dumps(store, indent=0, sort_keys=True) + "\n")
     tmp.replace(path)

@@ -15,7 +15,10 @@ Recorded 2026-12-06 right after the dycore's reference, whose run had computed g
 fields (cached, `"cached": true` in the file): 341 s wall, gtfn_cpu's construction and compile
 310 s; icoforge-cpu equalled gtfn_cpu bit for bit, and every sample, maximum and projection equals
 the 2026-12-05 recording's (static fields by icoforge's factories), which did not say its inputs'
-backends.
+backends. Recorded again 2026-12-06 (session 33) on the AMD EPYC (AVX2) VM, CI's kind since then,
+whose R2B3 grid differs from the Intel VM's in its last bits (test_reference_grid.py): 364 s wall
+with gtfn_cpu's static fields cached; icoforge-cpu equalled gtfn_cpu bit for bit (0.0 for every
+field and substep). Against the Intel VM's recording the live run differed by up to 6.2e-11.
 Cost of the slow tests here: icoforge-cpu's compile of diffusion's 11 programs plus the static
 fields when not cached. Measured on the shared 2-core dev machine (load ~7): the whole file in 56 s and in 156 s
 with the static fields cached and the translations partly cached; a cold compile took 44 s and the

@@ -4,10 +4,13 @@ factory backend must equal gtfn_cpu's on R2B3/10.
 
 gtfn_cpu's fields are stored as a digest (`data/r2b3_l10_static_gtfn_cpu.json`: per field its
 dims, origin, shape, dtype, largest magnitude and SHA-256 of its bytes; 19.4 MB as .npz, too big
-to keep). Recorded once on the 2-core dev VM (2026-12-05, nice 10, beside other jobs): gtfn_cpu's
-factories took 723 s (geometry 325 s, interpolation 53 s, metrics 336 s) -- too slow for CI, so
-CI compares with the stored digest. On that day all 74 fields of icoforge-cpu+roundtrip-passes
-equalled gtfn_cpu's bit for bit, hence the check is bitwise. Record again with
+to keep). First recorded on the 2-core dev VM (2026-12-05, an Intel AVX-512 machine): gtfn_cpu's
+factories took 723 s -- too slow for CI, so CI compares with the stored digest. On that day all 74
+fields of icoforge-cpu+roundtrip-passes equalled gtfn_cpu's bit for bit, hence the check is
+bitwise. Recorded again 2026-12-06 on an AMD EPYC (AVX2) VM, CI's kind since then, whose R2B3 grid
+differs in its last bits (test_reference_grid.py says why): 78 fields with the advection granule's
+two, gtfn_cpu's factories 333 s; all 78 of icoforge-cpu+roundtrip-passes equal bit for bit there too.
+Record again with
 
     python tests/granule/test_static_fields_gt4py.py record PATH.npz
 
@@ -96,7 +99,9 @@ def test_icoforge_factory_fields_equal_gtfn_cpus(tiny_grid, tmp_path, monkeypatc
 
 def _record(npz: str) -> None:
     from icoforge.granule import fields
+    from icoforge.portable_numpy import require_portable_rounding
 
+    require_portable_rounding(f"recording {DIGEST}")
     static = fields._read(pathlib.Path(npz))
     assert static is not None, npz
     data = {

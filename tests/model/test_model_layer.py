@@ -8,7 +8,7 @@ import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2] / "icoforge"
-ALLOWED = {"model", "grids", "suite", "backend", "settings", "errors", "stalls"}
+ALLOWED = {"model", "grids", "suite", "backend", "settings", "errors", "stalls", "portable_numpy"}
 
 
 def _icoforge_imports(path: pathlib.Path) -> set[str]:
