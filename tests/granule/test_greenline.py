@@ -21,6 +21,10 @@ bit) with it. Recorded 2026-12-06 on the shared 2-core VM (nice 10, load 3-8): 2
 gtfn_cpu's factories 669 s, gtfn_cpu's construction and compile 1198 s, icoforge-cpu's 121 s;
 in that run icoforge-cpu equalled gtfn_cpu bit for bit (0.0 for every field and substep), and
 every sample and maximum equals the 2026-11-29 recording's (static fields by icoforge's factories).
+Recorded again 2026-12-06 (session 33) on the AMD EPYC (AVX2) VM, CI's kind since then, whose R2B3
+grid differs from the earlier Intel VM's in its last bits (test_reference_grid.py): 1133 s wall
+with gtfn_cpu's static fields cached, gtfn_cpu's construction and compile 1089 s (beside another
+recording); icoforge-cpu equalled gtfn_cpu bit for bit (0.0 for every field and substep).
 
 Cost here: a cold compile of the granule's used program variants (CI's cache starts empty: 20
 compile jobs instead of icon4py's 38, --only-used-variants) plus icon4py's factories on R2B3; the
