@@ -51,11 +51,25 @@ def owner_of(filename: str) -> str | None:
 
 def owner_of_stack(frame: FrameType | None) -> str:
     """The innermost known owner on the stack from `frame` outwards, else OTHER."""
+    return charged_frame(frame)[0]
+
+
+def charged_frame(frame: FrameType | None) -> tuple[str, FrameType | None]:
+    """(owner, the frame charged): the innermost frame of a known package, else (OTHER, None)."""
     while frame is not None:
         if (owner := owner_of(frame.f_code.co_filename)) is not None:
-            return owner
+            return owner, frame
         frame = frame.f_back
-    return OTHER
+    return OTHER, None
+
+
+def site_of(frame: FrameType) -> str:
+    """`package/module.py:function` of a frame of a known package (its path from the package's
+    folder on), else the file's name."""
+    path = str(pathlib.Path(frame.f_code.co_filename).resolve())
+    root = next((r for r, _ in package_roots() if path.startswith(r)), None)
+    where = str(pathlib.Path(root.rstrip("/")).name + "/" + path[len(root):]) if root else pathlib.Path(path).name
+    return f"{where}:{frame.f_code.co_name}"
 
 
 class OwnerSampler:
@@ -66,6 +80,8 @@ class OwnerSampler:
         self.interval_s = interval_s
         self.samples: collections.Counter[str] = collections.Counter()
         self._weights: collections.Counter[str] = collections.Counter()
+        # our own time by function (the innermost icoforge frame): where ours is, to cut it
+        self._our_sites: collections.Counter[str] = collections.Counter()
         self.wall_s = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -86,9 +102,11 @@ class OwnerSampler:
         while not self._stop.wait(self.interval_s):
             frame = sys._current_frames().get(target)
             now = time.perf_counter()
-            owner = owner_of_stack(frame)
+            owner, charged = charged_frame(frame)
             self.samples[owner] += 1
             self._weights[owner] += now - last
+            if owner == OURS and charged is not None:
+                self._our_sites[site_of(charged)] += now - last
             last = now
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None) -> None:
@@ -103,3 +121,10 @@ class OwnerSampler:
         if not total:
             return {}
         return {owner: round(self.wall_s * w / total, 3) for owner, w in self._weights.most_common()}
+
+    def our_sites(self, top: int = 8) -> dict[str, float]:
+        """The `top` icoforge functions our seconds went to (same scale as `seconds`)."""
+        total = sum(self._weights.values())
+        if not total:
+            return {}
+        return {site: round(self.wall_s * w / total, 3) for site, w in self._our_sites.most_common(top)}

@@ -37,3 +37,17 @@ def test_a_block_is_charged_to_whose_code_runs_and_the_stdlib_to_its_caller():
     # this test file is none of the packages, so the hashlib loop is "other"; GT4Py's loop is GT4Py's
     assert seconds[owners.GT4PY] > 0.15 and seconds[owners.OTHER] > 0.15, seconds
     assert owners.OURS not in seconds or seconds[owners.OURS] < 0.1, seconds  # only the lambdas' loop calls
+
+
+def test_our_time_is_split_by_function():
+    from icoforge.granule.report import our_construct_sites
+
+    with owners.OwnerSampler(interval_s=0.002) as sampler:
+        _busy(0.3, lambda: owners.site_of(__import__("sys")._getframe()))  # icoforge's site_of, called here
+    sites = sampler.our_sites()
+    assert sites and all(site.startswith("icoforge/") and ".py:" in site for site in sites), sites
+    assert any(site.endswith("owners.py:site_of") for site in sites), sites
+    assert sum(sites.values()) <= sampler.seconds.get(owners.OURS, 0.0) + 0.01
+    line = our_construct_sites([{"backend": "b", "construct_our_sites": sites}])
+    assert line and line[0].startswith("icoforge's Python in construct (b): icoforge/"), line
+    assert our_construct_sites([{"backend": "b"}]) == []

@@ -120,8 +120,18 @@ def setup_table(data: Data) -> TableSpec:
         title="setup (seconds)",
         columns=[("phase", "left")] + [(b["backend"], "right") for b in bs],
         rows=rows,
-        caption=_common_caption(data),
+        caption="; ".join([_common_caption(data), *our_construct_sites(bs)]),
     )
+
+
+def our_construct_sites(bs: list[Data], top: int = 3) -> list[str]:
+    """Where icoforge's Python in `construct` went, by function, per backend that has it."""
+    return [
+        f"icoforge's Python in construct ({b['backend']}): "
+        + ", ".join(f"{site} {_s(sec)} s" for site, sec in list(b["construct_our_sites"].items())[:top])
+        for b in bs
+        if b.get("construct_our_sites")
+    ]
 
 
 def _common_parts(common: dict[str, float], cached: bool, factory_backend: str) -> str:

@@ -154,6 +154,8 @@ class BackendResult:
     step_mix: tuple[str, ...] = SUBSTEP_MIX
     # the construction's wall time by whose Python ran (icoforge.owners: ours, GT4Py's, icon4py's, ...)
     construct_owners: dict[str, float] = dataclasses.field(default_factory=dict)
+    # icoforge's share of it by function (innermost icoforge frame), the largest first
+    construct_our_sites: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def median_ms(self, variant: str) -> float:
         return statistics.median(self.step_ms[variant])
@@ -204,6 +206,7 @@ class BackendResult:
             "gc_pauses": self.gc_pauses,
             "peer_config": self.peer_config,
             "construct_owners": self.construct_owners,
+            "construct_our_sites": self.construct_our_sites,
         }
 
 
@@ -300,6 +303,7 @@ class Granule:
         ):
             self.solver = self.construct()
         self.result.construct_owners = whose.seconds
+        self.result.construct_our_sites = whose.our_sites()
         self.result.peer_config = peers.peer_config(self.name, options)
         s["construct"] = time.perf_counter() - t0
         self._submitted = [(t - self._construct_started_at, name) for t, name in submitted]
