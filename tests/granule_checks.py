@@ -67,3 +67,27 @@ def assert_one_point_faults_fail(
         measured[name] = cmp.worst()[name]
         assert not cmp.passed and math.isfinite(measured[name]) and measured[name] > RTOL, (name, cmp.worst())
     return measured
+
+
+def run_live_granule(granule: str, reference: Any, live_file: Any, live_results: dict) -> Any:
+    """The slow tests' live run of `granule` with icoforge-cpu on R2B3/10 (two steps, one profiled)
+    against the recorded `reference` file (if present), writing icoforge-cpu's own fingerprint to
+    `live_file` and its verification results (full arrays) into `live_results`."""
+    from icoforge.granule import GreenlineOptions, run_greenline
+
+    opts = GreenlineOptions(
+        granule=granule,
+        grid="R2B3",
+        levels=10,
+        backends=("icoforge-cpu",),
+        steps=2,
+        warmup=0,
+        profile_steps=1,
+        reference_file=str(reference) if reference.exists() else None,
+        save_reference=str(live_file),
+        rtol=RTOL,
+    )
+    with captured_sequences() as seen:
+        out = run_greenline(opts)
+    live_results.update(seen)
+    return out

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from icoforge.granule.fields import Array, StaticFields
-from icoforge.granule.runner import Granule, dtime_for
+from icoforge.granule.runner import Granule, config_from_names, dtime_for
 
 VARIANTS: dict[str, dict[str, Any]] = {"step": {}}
 STEP_MIX = ("step",)
@@ -73,7 +73,7 @@ def advection_config() -> Any:
         "vertical_advection_type": adv.VerticalAdvectionType,
         "vertical_advection_limiter": adv.VerticalAdvectionLimiter,
     }
-    return adv.AdvectionConfig(**{k: enums[k][v] for k, v in CONFIG.items()})
+    return config_from_names(adv.AdvectionConfig, enums, CONFIG)
 
 
 def _table(grid: Any, name: str) -> np.ndarray:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from icoforge.granule.runner import Granule, dtime_for
+from icoforge.granule.runner import Granule, config_from_names, dtime_for
 
 VARIANTS: dict[str, dict[str, bool]] = {"initial": {"initial_run": True}, "step": {"initial_run": False}}
 STEP_MIX = ("step",)
@@ -69,7 +69,7 @@ def diffusion_config() -> Any:
         "type_vn_diffu": diffusion.SmagorinskyStencilType,
         "shear_type": diffusion.TurbulenceShearForcingType,
     }
-    return diffusion.DiffusionConfig(**{k: enums[k][v] if k in enums else v for k, v in CONFIG.items()})
+    return config_from_names(diffusion.DiffusionConfig, enums, CONFIG)
 
 
 class DiffusionGranule(Granule):

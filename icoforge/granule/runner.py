@@ -99,6 +99,11 @@ def dtime_for(grid: Any) -> float:
     return DTIME_LIMITED_AREA if grid.limited_area else DTIME_GLOBAL
 
 
+def config_from_names(config_class: Any, enums: dict[str, Any], values: dict[str, Any]) -> Any:
+    """An icon4py component's config from plain values, enum members given by name."""
+    return config_class(**{k: enums[k][v] if k in enums else v for k, v in values.items()})
+
+
 def device_sync(gpu: bool) -> Callable[[], None]:
     if not gpu:
         return lambda: None

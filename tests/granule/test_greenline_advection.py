@@ -268,22 +268,7 @@ def live_results():
 
 @pytest.fixture(scope="module")
 def report(tiny_grid, live_file, live_results):
-    opts = GreenlineOptions(
-        granule="advection",
-        grid="R2B3",
-        levels=10,
-        backends=("icoforge-cpu",),
-        steps=2,
-        warmup=0,
-        profile_steps=1,
-        reference_file=str(GOLDEN) if GOLDEN.exists() else None,
-        save_reference=str(live_file),
-        rtol=RTOL,
-    )
-    with granule_checks.captured_sequences() as seen:
-        out = run_greenline(opts)
-    live_results.update(seen)
-    return out
+    return granule_checks.run_live_granule("advection", GOLDEN, live_file, live_results)
 
 
 @pytest.mark.slow
