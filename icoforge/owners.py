@@ -40,18 +40,22 @@ def package_roots() -> tuple[tuple[str, str], ...]:
 
 
 @functools.lru_cache(maxsize=4096)
-def owner_of(filename: str) -> str | None:
-    """The owner of a source file, None where it is none of the known packages."""
+def _located(filename: str) -> tuple[str | None, str]:
+    """(owner or None, the path from the package's folder on, else the file's name): resolved once
+    per file, since the sampler asks for every sample."""
     try:
         path = str(pathlib.Path(filename).resolve())
     except (OSError, ValueError):
-        return None
-    return next((owner for root, owner in package_roots() if path.startswith(root)), None)
+        return None, pathlib.Path(filename).name
+    for root, owner in package_roots():
+        if path.startswith(root):
+            return owner, pathlib.Path(root).name + "/" + path[len(root):]
+    return None, pathlib.Path(path).name
 
 
-def owner_of_stack(frame: FrameType | None) -> str:
-    """The innermost known owner on the stack from `frame` outwards, else OTHER."""
-    return charged_frame(frame)[0]
+def owner_of(filename: str) -> str | None:
+    """The owner of a source file, None where it is none of the known packages."""
+    return _located(filename)[0]
 
 
 def charged_frame(frame: FrameType | None) -> tuple[str, FrameType | None]:
@@ -64,12 +68,8 @@ def charged_frame(frame: FrameType | None) -> tuple[str, FrameType | None]:
 
 
 def site_of(frame: FrameType) -> str:
-    """`package/module.py:function` of a frame of a known package (its path from the package's
-    folder on), else the file's name."""
-    path = str(pathlib.Path(frame.f_code.co_filename).resolve())
-    root = next((r for r, _ in package_roots() if path.startswith(r)), None)
-    where = str(pathlib.Path(root.rstrip("/")).name + "/" + path[len(root):]) if root else pathlib.Path(path).name
-    return f"{where}:{frame.f_code.co_name}"
+    """`package/module.py:function` of a frame of a known package, else `file.py:function`."""
+    return f"{_located(frame.f_code.co_filename)[1]}:{frame.f_code.co_name}"
 
 
 class OwnerSampler:
@@ -117,14 +117,15 @@ class OwnerSampler:
 
     @property
     def seconds(self) -> dict[str, float]:
-        total = sum(self._weights.values())
-        if not total:
-            return {}
-        return {owner: round(self.wall_s * w / total, 3) for owner, w in self._weights.most_common()}
+        return self._scaled(self._weights)
 
     def our_sites(self, top: int = 8) -> dict[str, float]:
         """The `top` icoforge functions our seconds went to (same scale as `seconds`)."""
+        return self._scaled(self._our_sites, top)
+
+    def _scaled(self, weights: collections.Counter[str], top: int | None = None) -> dict[str, float]:
+        # time-weighted samples scaled to the measured wall time (all owners' weights sum to it)
         total = sum(self._weights.values())
         if not total:
             return {}
-        return {site: round(self.wall_s * w / total, 3) for site, w in self._our_sites.most_common(top)}
+        return {key: round(self.wall_s * w / total, 3) for key, w in weights.most_common(top)}

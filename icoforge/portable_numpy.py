@@ -24,10 +24,10 @@ def avx512_paths_on() -> bool:
 
 
 def require_portable_rounding(what: str) -> None:
-    """Refuse to record `what` with numpy's AVX-512 paths on: it would not match elsewhere."""
+    """Refuse `what` (recording or checking a bitwise reference) with numpy's AVX-512 paths on."""
     if avx512_paths_on():
         raise IcoforgeError(
-            f"{what}: numpy rounds with its AVX-512 paths in this process, so the recording would not "
-            f"match bit for bit on AVX2 machines (CI). Run it with "
+            f"{what}: numpy rounds with its AVX-512 paths in this process, so its results would not match "
+            f"bit for bit those of AVX2 machines (where the references are recorded and CI runs). Run it with "
             f'NPY_DISABLE_CPU_FEATURES="{NPY_DISABLE_CPU_FEATURES}" in the environment.'
         )

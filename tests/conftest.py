@@ -10,7 +10,7 @@ import os
 # numpy must round as where they were recorded (an AVX2 machine): without its AVX-512 paths
 # (icoforge/portable_numpy.py says why), set before numpy is imported, also for the processes the
 # tests start. The Makefile exports the same; a no-op on AVX2 machines.
-from icoforge.portable_numpy import NPY_DISABLE_CPU_FEATURES, avx512_paths_on  # noqa: E402  (imports no numpy)
+from icoforge.portable_numpy import NPY_DISABLE_CPU_FEATURES, require_portable_rounding  # noqa: E402  (imports no numpy)
 
 os.environ.setdefault("NPY_DISABLE_CPU_FEATURES", NPY_DISABLE_CPU_FEATURES)
 
@@ -18,12 +18,12 @@ import pytest  # noqa: E402
 
 
 def _check_numpy_rounds_portably() -> None:
-    if avx512_paths_on():
-        raise pytest.UsageError(
-            "numpy was imported with its AVX-512 paths on (imported before tests/conftest.py could "
-            "switch them off, or NPY_DISABLE_CPU_FEATURES set to something else); the recorded references "
-            f"would not match bit for bit. Run with: export NPY_DISABLE_CPU_FEATURES=\"{NPY_DISABLE_CPU_FEATURES}\""
-        )
+    from icoforge.errors import IcoforgeError
+
+    try:  # fails where numpy was imported before this file could switch its AVX-512 paths off
+        require_portable_rounding("the test suite's bitwise references")
+    except IcoforgeError as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 @pytest.fixture(scope="session", autouse=True)
