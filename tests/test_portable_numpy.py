@@ -1,5 +1,5 @@
-"""icoforge/portable_numpy: recording a bitwise reference is refused where numpy rounds with its
-AVX-512 paths, and the test suite runs without them."""
+"""icoforge/portable_numpy: recording a stored bitwise reference is refused where numpy rounds with
+its AVX-512 paths (a granule fingerprint records the flag instead), and the test suite runs without them."""
 
 import os
 
@@ -22,3 +22,17 @@ def test_recording_is_refused_with_avx512_paths_on(monkeypatch, tmp_path):
     with pytest.raises(IcoforgeError, match="NPY_DISABLE_CPU_FEATURES"):
         store.write_store(tmp_path / "s.json", {})
     assert not (tmp_path / "s.json").exists()
+
+
+def test_a_granule_fingerprint_records_the_avx512_flag_instead_of_refusing(monkeypatch, tmp_path):
+    # the device's greenline runs write their fingerprints on Intel hosts with AVX-512 (compared
+    # within one run); the stored references' test checks the flag
+    import json
+
+    from icoforge.granule import golden
+
+    monkeypatch.setattr(golden, "avx512_paths_on", lambda: True)
+    monkeypatch.setattr(golden, "input_backends", lambda granule, static: {})
+    monkeypatch.setattr(golden, "fingerprint", lambda results, version, sequence: [])
+    golden.write(tmp_path / "g.json", type("G", (), {"name": "x"})(), None, {}, [], {"host": "h"})
+    assert json.loads((tmp_path / "g.json").read_text())["environment"] == {"host": "h", "numpy_avx512_paths": True}

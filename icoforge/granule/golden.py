@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from icoforge.granule import verify
-from icoforge.portable_numpy import require_portable_rounding
+from icoforge.portable_numpy import avx512_paths_on
 
 GOLDEN_VERSION = 2  # what `write` records; `load` also reads version 1 (other projections)
 READABLE_VERSIONS = (1, 2)
@@ -260,8 +260,11 @@ def write(
     sequence: tuple[str, ...] = verify.VERIFY_SEQUENCE,
 ) -> None:
     """Record `granule`'s `results` (a runner.Granule, run on the static fields `static`): its
-    backend and the backends of its inputs from these objects (`input_backends`)."""
-    require_portable_rounding(f"recording {path}")
+    backend and the backends of its inputs from these objects (`input_backends`). Whether numpy
+    rounded with its AVX-512 paths is recorded, not refused: a device run's fingerprint (compared
+    within that run) may be made on an AVX-512 host; a stored reference of the test suite may not,
+    which tests/granule/test_reference_grid.py checks from this flag."""
+    environment = {**environment, "numpy_avx512_paths": avx512_paths_on()}
     data = {
         "golden_version": version,
         "backend": granule.name,

@@ -52,3 +52,17 @@ def test_digest_sees_one_ulp(tmp_path):
     with netCDF4.Dataset(path, "a") as ds:
         ds["x"][1] = np.nextafter(2.0, 3.0)
     assert float_variables_sha256(path) != before
+
+
+def test_stored_granule_references_were_recorded_without_numpys_avx512_paths():
+    # golden.write records the flag instead of refusing (a device run's own fingerprint may be made
+    # on an AVX-512 host); a stored reference made so would not match AVX2 machines bit for bit
+    import json
+    import pathlib
+
+    stored = sorted(pathlib.Path(__file__).with_name("data").glob("r2b3_l10_*gtfn_cpu.json"))
+    goldens = [p for p in stored if "golden_version" in json.loads(p.read_text())]
+    assert len(goldens) >= 3, goldens  # dycore, diffusion, advection
+    for p in goldens:
+        env = json.loads(p.read_text())["environment"]
+        assert env.get("numpy_avx512_paths") is False, f"{p.name}: recorded with numpy's AVX-512 paths on (or not said): record it again on an AVX2 machine or with NPY_DISABLE_CPU_FEATURES"
