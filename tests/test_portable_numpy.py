@@ -36,3 +36,13 @@ def test_a_granule_fingerprint_records_the_avx512_flag_instead_of_refusing(monke
     monkeypatch.setattr(golden, "fingerprint", lambda results, version, sequence: [])
     golden.write(tmp_path / "g.json", type("G", (), {"name": "x"})(), None, {}, [], {"host": "h"})
     assert json.loads((tmp_path / "g.json").read_text())["environment"] == {"host": "h", "numpy_avx512_paths": True}
+
+
+def test_the_makefile_exports_the_same_features():
+    # `make` sets it for every command it runs (the device scripts and the CLI do not read it)
+    import pathlib
+    import re
+
+    makefile = (pathlib.Path(__file__).parents[1] / "Makefile").read_text()
+    m = re.search(r"^export NPY_DISABLE_CPU_FEATURES \?= (.+)$", makefile, re.M)
+    assert m and m.group(1).strip() == portable_numpy.NPY_DISABLE_CPU_FEATURES, m

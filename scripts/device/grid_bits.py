@@ -1,6 +1,6 @@
 """Which bits the R2B3 preset gets on this machine's CPU (icoforge/portable_numpy.py): prints the
 CPU, numpy's AVX-512 dispatch, the SHA-256 of lat_cell_centre and of all floating-point variables
-(tests/granule/test_reference_grid.py's digest). Run twice, with and without
+(icoforge/grids/digest.py). Run twice, with and without
 NPY_DISABLE_CPU_FEATURES, to see whether the test grid here equals the references' grid."""
 
 import os
@@ -13,7 +13,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
 from icoforge.grids import generate, presets  # noqa: E402
 from icoforge.portable_numpy import avx512_paths_on  # noqa: E402
-from tests.granule.test_reference_grid import RECORDED_GRID_SHA256, float_variables_sha256  # noqa: E402
+from icoforge.grids.digest import R2B3_REFERENCES_SHA256, float_variables_sha256  # noqa: E402
 
 
 def main() -> None:
@@ -24,7 +24,7 @@ def main() -> None:
         digest = float_variables_sha256(out)
     print(f"cpu {cpu} | NPY_DISABLE_CPU_FEATURES={os.environ.get('NPY_DISABLE_CPU_FEATURES', '')!r} | "
           f"numpy AVX-512 paths {'on' if avx512_paths_on() else 'off'} | grid {digest[:16]} "
-          f"({'equals' if digest == RECORDED_GRID_SHA256 else 'differs from'} the references' grid)")
+          f"({'equals' if digest == R2B3_REFERENCES_SHA256 else 'differs from'} the references' grid)")
 
 
 if __name__ == "__main__":

@@ -10,39 +10,22 @@ trigonometry in icon-grid-generator (tests/conftest.py switches those paths off 
 
 from __future__ import annotations
 
-import hashlib
-
-import numpy as np
-
-# SHA-256 over the grid file's floating-point variables, sorted by name (name, then bytes)
-RECORDED_GRID_SHA256 = "f3e90ebc5fab25ce8ff5c029107db4e99ec129ee242041106b463be64e343dff"
-
-
-def float_variables_sha256(path) -> str:
-    import netCDF4
-
-    h = hashlib.sha256()
-    with netCDF4.Dataset(path) as ds:
-        names = sorted(n for n, v in ds.variables.items() if v.dtype.kind == "f")
-        assert names, f"{path}: no floating-point variables"
-        for name in names:
-            h.update(name.encode())
-            h.update(np.ascontiguousarray(ds[name][:].data).tobytes())
-    return h.hexdigest()
+from icoforge.grids.digest import R2B3_REFERENCES_SHA256, float_variables_sha256
 
 
 def test_r2b3_preset_has_the_recorded_bits(tiny_grid):
     got = float_variables_sha256(tiny_grid.path)
-    assert got == RECORDED_GRID_SHA256, (
+    assert got == R2B3_REFERENCES_SHA256, (
         f"the R2B3 preset generated here ({tiny_grid.path}) differs from the grid the stored references "
         "were recorded on: every bitwise reference check on R2B3/10 will fail. Likely cause: numpy rounds "
         "trigonometry differently on this CPU (see tests/conftest.py); else icon-grid-generator changed. "
-        "Record the references again (each test module's doc says how) and this digest with them."
+        "Record the references again (each test module's doc says how) and icoforge/grids/digest.py's digest with them."
     )
 
 
 def test_digest_sees_one_ulp(tmp_path):
     import netCDF4
+    import numpy as np
 
     path = tmp_path / "g.nc"
     with netCDF4.Dataset(path, "w") as ds:
