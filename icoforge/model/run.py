@@ -181,22 +181,41 @@ def _quiet_options_log() -> Iterator[None]:
 @contextlib.contextmanager
 def _granules_with(descriptor: dict[str, Any] | None) -> Iterator[None]:
     """While `initialize_driver` runs, its `driver_utils.initialize_granules` gets `descriptor` as
-    the granules' backend (nothing changes when None)."""
+    the granules' backend (nothing changes when None).
+
+    One place in icon4py 0.4.1 cannot take a descriptor: tracer advection's `NoFluxCondition`
+    (the vertical boundary condition) calls `init_constant_cell_kdim_field.with_backend(backend)`
+    itself, where every other granule program goes through `setup_program`; with a descriptor it
+    raised AttributeError ('dict' object has no attribute 'transforms'). It gets the backend that
+    `setup_program` would have made for that program: `customize_backend(program, descriptor)`."""
+    from icon4py.model.atmosphere.tracer_advection import tracer_advection_vertical
+    from icon4py.model.common import model_options
     from icon4py.model.driver import driver_utils
+
+    from icoforge.suite import peers
 
     if descriptor is None:
         yield
         return
     original = driver_utils.initialize_granules
+    no_flux = tracer_advection_vertical.NoFluxCondition
+    no_flux_init = no_flux.__init__
 
     def initialize_granules(**kwargs: Any) -> Any:
         return original(**{**kwargs, "backend": descriptor})
 
+    def init_no_flux(self: Any, grid: Any, backend: Any) -> None:
+        if peers.is_descriptor(backend):
+            backend = model_options.customize_backend(tracer_advection_vertical.init_constant_cell_kdim_field, backend)
+        no_flux_init(self, grid, backend)
+
     driver_utils.initialize_granules = initialize_granules
+    no_flux.__init__ = init_no_flux
     try:
         yield
     finally:
         driver_utils.initialize_granules = original
+        no_flux.__init__ = no_flux_init
 
 
 @dataclasses.dataclass(frozen=True)
