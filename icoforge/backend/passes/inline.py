@@ -61,10 +61,14 @@ class Decision:
     saved: float = 0.0  # field accesses that go: the store, the reads of the temporary, producer inputs
     added: float = 0.0  # field accesses the readers add: producer inputs they did not read
     copies: int = 0  # evaluations of the expression per reader point, summed over readers
+    # kept (stored) but recomputed in these readers, where each reads its inputs anyway (`_in_readers`)
+    recomputed_in: tuple[str, ...] = ()
 
     def describe(self) -> str:
         cost = f"saves {self.saved:g}, adds {self.added:g} field accesses, {self.copies} cop{'y' if self.copies == 1 else 'ies'}"
         verdict = "inlined" if self.inlined else f"kept: {self.reason}"
+        if self.recomputed_in:
+            verdict += f"; recomputed in {', '.join(self.recomputed_in)}"
         priced = self.inlined or self.saved or self.added  # kept before the byte model ran: no cost
         return f"{self.temporary} ({self.producer} -> {', '.join(self.readers) or '-'}): {verdict}" + (f"; {cost}" if priced else "")
 
@@ -154,10 +158,10 @@ def _consider(program: ir.ProgramIR, t: ir.Temporary, policy: str) -> tuple[Deci
     cost = {"saved": saved, "added": added, "copies": copies}
     if policy == "auto":
         why = _slower_on_a_gpu(prod, site.readers, kinds)
+        if not why and added >= saved:
+            why = "the readers would read more than it saves"
         if why:
-            return kept(why, **cost)
-        if added >= saved:
-            return kept("the readers would read more than it saves", **cost)
+            return _in_readers(program, t, p, prod, site, inputs, written, kinds, why, cost)
 
     steps = list(program.steps)
     steps[site.p_pos] = rest
@@ -171,6 +175,33 @@ def _consider(program: ir.ProgramIR, t: ir.Temporary, policy: str) -> tuple[Deci
         distinct=_distinct(program, written, inputs),
     )
     return Decision(t.name, p.name, names, True, "", **cost), program
+
+
+def _in_readers(
+    program: ir.ProgramIR, t: ir.Temporary, p: ir.Kernel, prod: recompute.Producer, site: _Site,
+    inputs: set[str], written: set[str], kinds: dict[str, str], why: str, cost: dict,
+) -> tuple[Decision, ir.ProgramIR | None]:  # fmt: skip
+    """A temporary kept for its readers as a whole (`why`) is still recomputed in each reader where
+    that alone moves fewer bytes: the producer's inputs the reader does not read already weigh
+    less than its load of the temporary (the corrector's `a0 * exner / (cvd * rho * theta_v) *
+    inv_ddqz`, read by its last map, which reads those four fields itself). The producer keeps its
+    store for the other readers. Scan readers and gathers of gathers stay loads, as in
+    `_slower_on_a_gpu`."""
+    names = tuple(k.name for _, k in site.readers)
+    chosen = tuple(
+        r for pos, r in site.readers
+        if sum(_weight(program, f) for f in inputs - set(r.fields_read())) < _weight(program, t.name)
+        and not _slower_on_a_gpu(prod, ((pos, r),), kinds)
+        and recompute.reads(r.body, t.name)[1] == 0  # eager loads only: the copies are the producer's statements
+        and recompute.reads(r.body, t.name)[0] * prod.statement_nodes() <= MAX_READER_NODES
+    )  # fmt: skip
+    if not chosen or len(chosen) == len(site.readers):  # none, or all (then `why` was about bytes: keep it whole)
+        return Decision(t.name, p.name, names, False, why, **cost), None
+    taken = {q.name for q in program.params}
+    by_name = {r.name: recompute.inlined_into(r, prod, taken) for r in chosen}
+    program = ir.map_kernels(program, lambda k: by_name.get(k.name, k))
+    program = dataclasses.replace(program, distinct=_distinct(program, written, inputs))
+    return Decision(t.name, p.name, names, False, why, recomputed_in=tuple(by_name), **cost), program
 
 
 def _slower_on_a_gpu(prod: recompute.Producer, readers, kinds: dict[str, str]) -> str:
@@ -239,17 +270,22 @@ def inline_with_decisions(program: ir.ProgramIR, policy: str = "auto") -> tuple[
     if policy == "off":
         return program, tuple(Decision(t.name, "", (), False, "inlining off") for t in program.temporaries)
     done: list[Decision] = []
+    recomputed: dict[str, tuple[str, ...]] = {}  # kept temporaries recomputed in some readers so far
     while True:
-        kept: list[Decision] = []  # this round's decisions; when none inlines, they are final
+        kept: list[Decision] = []  # this round's decisions; when none changes the program, they are final
         for t in program.temporaries:
             decision, after = _consider(program, t, policy)
             if after is None:
                 kept.append(decision)
                 continue
-            done.append(decision)
+            if decision.inlined:
+                done.append(decision)
+            else:  # recomputed in some readers: considered again with the readers left
+                recomputed[t.name] = (*recomputed.get(t.name, ()), *decision.recomputed_in)
             program = after
             break
         else:
+            kept = [dataclasses.replace(d, recomputed_in=recomputed[d.temporary]) if d.temporary in recomputed else d for d in kept]
             return program, (*done, *kept)
 
 
