@@ -133,7 +133,8 @@ def start(config: Any, grid_file: pathlib.Path, backend: Any, progress: Progress
     every program they set up gets icon4py's per-program options (`setup_program` ->
     `customize_backend(program, descriptor)`, as in icon4py's granule tests and benchmarks, and as
     icoforge's peers everywhere: `icoforge.suite.peers`); icon4py's driver CLI gives them the one
-    backend instead (`per_program=False`). What icon4py logged per program is `Session.peer_options`.
+    backend instead (`per_program=False`), and so does a run with tracer advection or muphys
+    (`ONE_BACKEND_WHEN_MOIST`). What icon4py logged per program is `Session.peer_options`.
     `times` (filled as the phases end) may be the caller's, to see the phases while they run."""
     settings.prepare_openmp()
     from icon4py.model.common import model_backends, model_options
@@ -143,6 +144,9 @@ def start(config: Any, grid_file: pathlib.Path, backend: Any, progress: Progress
     from icoforge.suite import peers
 
     times = {} if times is None else times
+    if peers.is_descriptor(backend) and per_program and _moist(config):
+        progress(f"note: {ONE_BACKEND_WHEN_MOIST}")
+        per_program = False
     descriptor = descriptor_with_c_recursion_limit(backend) if peers.is_descriptor(backend) and per_program else None
     # the driver's one backend and every per-program backend of a descriptor with the later C
     # recursion limit (muphys' graupel_run on CPython 3.12.1)
@@ -165,6 +169,21 @@ def start(config: Any, grid_file: pathlib.Path, backend: Any, progress: Progress
     return Session(icon4py_driver, states, times, peer_options=dict(options))
 
 
+# icon4py 0.4.1 gives a descriptor to granules only as far as each goes through `setup_program`:
+# tracer advection's NoFluxCondition calls `with_backend(backend)` itself and muphys' State
+# allocates with `allocator=backend`; both raise on a descriptor (AttributeError 'dict' object has
+# no attribute 'transforms', ValueError Invalid field allocator), in icon4py's own code too.
+ONE_BACKEND_WHEN_MOIST = (
+    "tracer advection / muphys on: the granules get the descriptor's one backend, customize_backend(None, "
+    "descriptor), as icon4py's driver CLI gives them (icon4py 0.4.1's NoFluxCondition and muphys State "
+    "cannot take a descriptor), so no per-program options"
+)
+
+
+def _moist(config: Any) -> bool:
+    return getattr(config, "tracer_advection", None) is not None or getattr(config, "muphys", None) is not None
+
+
 @contextlib.contextmanager
 def _quiet_options_log() -> Iterator[None]:
     """`peers.recording_options` lowers icon4py's model_options logger to INFO to read its lines:
@@ -181,41 +200,22 @@ def _quiet_options_log() -> Iterator[None]:
 @contextlib.contextmanager
 def _granules_with(descriptor: dict[str, Any] | None) -> Iterator[None]:
     """While `initialize_driver` runs, its `driver_utils.initialize_granules` gets `descriptor` as
-    the granules' backend (nothing changes when None).
-
-    One place in icon4py 0.4.1 cannot take a descriptor: tracer advection's `NoFluxCondition`
-    (the vertical boundary condition) calls `init_constant_cell_kdim_field.with_backend(backend)`
-    itself, where every other granule program goes through `setup_program`; with a descriptor it
-    raised AttributeError ('dict' object has no attribute 'transforms'). It gets the backend that
-    `setup_program` would have made for that program: `customize_backend(program, descriptor)`."""
-    from icon4py.model.atmosphere.tracer_advection import tracer_advection_vertical
-    from icon4py.model.common import model_options
+    the granules' backend (nothing changes when None)."""
     from icon4py.model.driver import driver_utils
-
-    from icoforge.suite import peers
 
     if descriptor is None:
         yield
         return
     original = driver_utils.initialize_granules
-    no_flux = tracer_advection_vertical.NoFluxCondition
-    no_flux_init = no_flux.__init__
 
     def initialize_granules(**kwargs: Any) -> Any:
         return original(**{**kwargs, "backend": descriptor})
 
-    def init_no_flux(self: Any, grid: Any, backend: Any) -> None:
-        if peers.is_descriptor(backend):
-            backend = model_options.customize_backend(tracer_advection_vertical.init_constant_cell_kdim_field, backend)
-        no_flux_init(self, grid, backend)
-
     driver_utils.initialize_granules = initialize_granules
-    no_flux.__init__ = init_no_flux
     try:
         yield
     finally:
         driver_utils.initialize_granules = original
-        no_flux.__init__ = no_flux_init
 
 
 @dataclasses.dataclass(frozen=True)

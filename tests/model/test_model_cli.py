@@ -73,3 +73,13 @@ def test_check_of_a_moist_run_not_stored_says_how_to_record_it(monkeypatch, tmp_
     assert main(["model", "--check", "--tracers"]) == 2
     err = capsys.readouterr().err
     assert "no stored tracers JW run (jw_tracers_references.json)" in err and "record_jw.py" in err, err
+
+
+def test_moist_runs_give_a_descriptors_granules_one_backend(tmp_path):
+    # icon4py 0.4.1's tracer advection and muphys cannot take a descriptor (run.ONE_BACKEND_WHEN_MOIST)
+    from icoforge.model import run as model_run
+
+    dry = experiments.jw_config(levels=10, dtime_s=60.0, steps=1, output=tmp_path)
+    moist = experiments.jw_config(levels=10, dtime_s=60.0, steps=1, output=tmp_path, tracers=True)
+    assert not model_run._moist(dry.config) and model_run._moist(moist.config)
+    assert "customize_backend(None, descriptor)" in model_run.ONE_BACKEND_WHEN_MOIST
