@@ -164,14 +164,18 @@ def test_modified_input_and_changed_inputs_are_reported(small_run):
 
 
 @needs_store
-def test_store_covers_the_catalogue_and_records_its_versions():
+@pytest.mark.parametrize("static", ["icon4py", "none"])
+def test_store_covers_the_catalogue_and_records_its_versions(static):
+    # "none": the variant the emulated GPU tests compile (tests/backend/test_gpu_emulation.py)
     from icoforge.suite.catalogue import program_names
 
-    meta = STORE["meta"]
-    assert set(STORE["programs"]) == set(program_names())
+    store = refs.load_store(static=static)
+    meta = store["meta"]
+    assert meta["static"] == static and meta["reference_backend"] == "gtfn_cpu"
+    assert set(store["programs"]) == set(program_names())
     assert meta["versions"]["gt4py"] and meta["versions"]["icon4py-atmosphere-dycore"]
     assert (meta["grid"]["name"], meta["levels"], meta["seed"]) == (refs.GRID, refs.LEVELS, refs.SEED)
-    for name, entry in STORE["programs"].items():
+    for name, entry in store["programs"].items():
         assert set(entry["outputs"]) == set(get_program(name).outputs), name
         assert all(o["written"] > 0 for o in entry["outputs"].values()), name  # every output has points to check
 
