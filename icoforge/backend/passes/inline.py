@@ -145,10 +145,12 @@ def _consider(program: ir.ProgramIR, t: ir.Temporary, policy: str) -> tuple[Deci
     rest = _without_store(p, t.name)
     saved = _accesses(program, p) - (_accesses(program, rest) if rest.fields_written() else 0.0)
     added, copies = 0.0, 0
+    per_reader: dict[str, tuple[float, int]] = {}  # reader -> (producer inputs it adds, its lazy loads)
     for _, r in site.readers:
         saved += _weight(program, t.name)
-        added += sum(_weight(program, f) for f in inputs - set(r.fields_read()))
         eager, lazy = recompute.reads(r.body, t.name)
+        per_reader[r.name] = (sum(_weight(program, f) for f in inputs - set(r.fields_read())), lazy)
+        added += per_reader[r.name][0]
         copies += eager + lazy
         if lazy and recompute.size(prod.expr, MAX_NODES) > MAX_NODES:
             return kept(f"{r.name} reads it lazily and its expression has more than {MAX_NODES} nodes")
@@ -161,7 +163,7 @@ def _consider(program: ir.ProgramIR, t: ir.Temporary, policy: str) -> tuple[Deci
         if not why and added >= saved:
             why = "the readers would read more than it saves"
         if why:
-            return _in_readers(program, t, p, prod, site, inputs, written, kinds, why, cost)
+            return _in_readers(program, t, p, prod, site, per_reader, inputs, written, kinds, why, cost)
 
     steps = list(program.steps)
     steps[site.p_pos] = rest
@@ -179,21 +181,21 @@ def _consider(program: ir.ProgramIR, t: ir.Temporary, policy: str) -> tuple[Deci
 
 def _in_readers(
     program: ir.ProgramIR, t: ir.Temporary, p: ir.Kernel, prod: recompute.Producer, site: _Site,
-    inputs: set[str], written: set[str], kinds: dict[str, str], why: str, cost: dict,
+    per_reader: dict[str, tuple[float, int]], inputs: set[str], written: set[str], kinds: dict[str, str], why: str, cost: dict,
 ) -> tuple[Decision, ir.ProgramIR | None]:  # fmt: skip
     """A temporary kept for its readers as a whole (`why`) is still recomputed in each reader where
     that alone moves fewer bytes: the producer's inputs the reader does not read already weigh
     less than its load of the temporary (the corrector's `a0 * exner / (cvd * rho * theta_v) *
     inv_ddqz`, read by its last map, which reads those four fields itself). The producer keeps its
     store for the other readers. Scan readers and gathers of gathers stay loads, as in
-    `_slower_on_a_gpu`."""
+    `_slower_on_a_gpu`. `per_reader`: what `_consider` priced per reader (its node limits held for
+    every one)."""
     names = tuple(k.name for _, k in site.readers)
     chosen = tuple(
         r for pos, r in site.readers
-        if sum(_weight(program, f) for f in inputs - set(r.fields_read())) < _weight(program, t.name)
+        if per_reader[r.name][0] < _weight(program, t.name)
+        and per_reader[r.name][1] == 0  # eager loads only: the copies are the producer's statements
         and not _slower_on_a_gpu(prod, ((pos, r),), kinds)
-        and recompute.reads(r.body, t.name)[1] == 0  # eager loads only: the copies are the producer's statements
-        and recompute.reads(r.body, t.name)[0] * prod.statement_nodes() <= MAX_READER_NODES
     )  # fmt: skip
     if not chosen or len(chosen) == len(site.readers):  # none, or all (then `why` was about bytes: keep it whole)
         return Decision(t.name, p.name, names, False, why, **cost), None
