@@ -257,13 +257,13 @@ def _step_all(session, diagnostics: bool, record=None, component_steps: int = 0)
     return rows
 
 
-def _print_summary(session, args: argparse.Namespace, record=None) -> None:
+def _print_summary(session, args: argparse.Namespace, record=None, grid: str | None = None) -> None:
     from icoforge.console import Col, fit_table, make_console
     from icoforge.model import report
 
     console = make_console(wide=args.wide)
     rows = [list(r) for r in report.summary_rows(session)]
-    title = f"icon4py driver, {args.backend}, {args.grid}"
+    title = f"icon4py driver, {args.backend}, {grid or args.grid}"
     console.print(fit_table(console, title, [Col("what"), Col("time", justify="right")], rows))
     for line in report.timing_caveats(session, load=os.getloadavg()[0]):
         console.print(f"note: {line}")
@@ -286,7 +286,8 @@ def _check(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise IcoforgeError(f"no stored {moist or 'dry'} JW run ({path.name}): record one with scripts/model/record_jw.py")
     result = check.run_check(args.backend, say, path=path, verbose=args.verbose)
-    _print_summary(result.session, args)
+    meta = result.stored_meta
+    _print_summary(result.session, args, grid=f"{meta['grid']}/{meta['levels']} levels")  # the stored run's, not --grid's default
     for line in result.lines:
         print(line)
     print(f"{args.backend} vs {result.reference}: {result.verdict.upper()}")
