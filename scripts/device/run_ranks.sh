@@ -23,7 +23,7 @@
 # builds of the rank in turn).
 #
 # Needs in .whl (scripts/device/fetch_wheels.sh, from wheels.txt): mpi4py 4.1.2 and pymetis; the
-# `mpich` wheel (MPICH 5.0.2) only where mpi4py finds no MPI library (the image of session 11 has
+# `mpich` wheel (MPICH 5.0.2, in .whl-mpich: carry it too) only where mpi4py finds no MPI library (the image of session 11 has
 # Open MPI 4.1.6, which mpi4py loads). GHEX is not carried (a source build against one MPI; GPU
 # buffers need GHEX_USE_GPU=ON and nvcc): the halo exchange is ours (`--exchange mpi`), GPU
 # buffers packed on the device and staged through pinned host memory. The report splits each
@@ -62,14 +62,14 @@ W=$OUT/ranks; mkdir -p $W
 # would otherwise start ranks of a different MPI than the one mpi4py speaks
 mpi_library() { python3 -c 'from mpi4py import MPI; print(MPI.Get_library_version().split("\0")[0].splitlines()[0])' 2>/dev/null; }
 LIBMPI=$(mpi_library)
-if [ -z "$LIBMPI" ] && ls .whl/mpich-*.whl >/dev/null 2>&1; then
+if [ -z "$LIBMPI" ] && ls .whl-mpich/mpich-*.whl >/dev/null 2>&1; then
   # pip --target drops the wheel's lib/, so it gets a prefix of its own
-  python3 -m pip install -q --no-index --no-deps --no-compile --prefix /tmp/mpich .whl/mpich-*.whl \
+  python3 -m pip install -q --no-index --no-deps --no-compile --prefix /tmp/mpich .whl-mpich/mpich-*.whl \
     || { echo "run_ranks.sh: could not install the mpich wheel"; exit 1; }
   export PATH=/tmp/mpich/bin:$PATH LD_LIBRARY_PATH=/tmp/mpich/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   LIBMPI=$(mpi_library)
 fi
-[ -n "$LIBMPI" ] || { echo "run_ranks.sh: mpi4py cannot load an MPI library (carry mpi4py and the mpich wheel: wheels.txt)"; exit 1; }
+[ -n "$LIBMPI" ] || { echo "run_ranks.sh: mpi4py cannot load an MPI library (the image has none here: carry .whl-mpich too, scripts/device/fetch_wheels.sh fills it)"; exit 1; }
 command -v mpiexec >/dev/null || { echo "run_ranks.sh: no mpiexec"; exit 1; }
 echo "run_ranks.sh: mpi4py $(python3 -c 'import mpi4py; print(mpi4py.__version__)') | $LIBMPI | $(command -v mpiexec): $(mpiexec --version 2>&1 | head -1)"
 # the host's state, for comparing compile times between sessions (dace_gpu on 4 ranks compiled
