@@ -1,12 +1,13 @@
 """Run icon4py 0.4.1's own stencil tests with icoforge's CPU backend (`make test-icon4py`).
 
     python scripts/icon4py_suite/run.py [RUN ...] [--out-dir build/icon4py-suite] [--markdown M.md]
+    python scripts/icon4py_suite/run.py --backend icoforge.backend:cuda ...   # on a GPU
     python scripts/icon4py_suite/run.py --list
 
 Each RUN (RUNS below; default: every one) is one pytest process started in icon4py's tests folder
 ($ICON4PY_TESTS, default ../shared/icon4py-0.4.1-tests beside the project: icon4py's files, used
 from there, never copied), with its pyproject.toml as pytest's configuration,
-`--backend icoforge.backend:cpu` and our plugin (suite_plugin.py: precision check, known GT4Py
+`--backend icoforge.backend:cpu` (or --backend's) and our plugin (suite_plugin.py: precision check, known GT4Py
 failures as strict xfails, outcomes and whose error to JSON). pytest prints a line per test (-v).
 Afterwards table.py writes the Markdown table per package. Exit status: 0 when every run had no
 failure, error or XPASS.
@@ -81,7 +82,7 @@ def grid_option(grid: str) -> tuple[str, str]:
     return f"{resolve_grid_path(where)}:{levels}", "icon"
 
 
-def run_one(run: Run, tests: pathlib.Path, out_dir: pathlib.Path, extra: list[str]) -> dict:
+def run_one(run: Run, tests: pathlib.Path, out_dir: pathlib.Path, extra: list[str], backend: str = "icoforge.backend:cpu") -> dict:
     grid, kind = grid_option(run.grid)
     results = out_dir / f"{run.name}.json"
     results.unlink(missing_ok=True)
@@ -99,7 +100,7 @@ def run_one(run: Run, tests: pathlib.Path, out_dir: pathlib.Path, extra: list[st
     }
     cmd = [
         sys.executable, "-m", "pytest", "-p", "suite_plugin", "-p", "no:cacheprovider", "--benchmark-disable",
-        "-v", "-rfEX", "--durations=5", "--backend", "icoforge.backend:cpu", "--grid", grid,
+        "-v", "-rfEX", "--durations=5", "--backend", backend, "--grid", grid,
         *(["--enable-mixed-precision"] if run.precision == "mixed" else []), *extra, *run.paths,
     ]
     print(f"icon4py-suite: {run.name} ({run.why})\n  in {tests}: {' '.join(cmd[1:])}", flush=True)
@@ -108,7 +109,7 @@ def run_one(run: Run, tests: pathlib.Path, out_dir: pathlib.Path, extra: list[st
     t0 = time.time()
     rc, output = run_printing(cmd, tests, env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    data = json.loads(results.read_text()) if results.is_file() else collection_failure(run, rc, output)
+    data = json.loads(results.read_text()) if results.is_file() else collection_failure(run, rc, output, backend)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     data.update(pytest_rc=rc, wall_s=time.time() - t0, cpu_s=cpu, load_before=load_before,
                 paths=list(run.paths), why=run.why, cores=os.cpu_count())
@@ -129,7 +130,7 @@ def run_printing(cmd: list[str], cwd: pathlib.Path, env: dict[str, str]) -> tupl
     return proc.returncode, "".join(tail)
 
 
-def collection_failure(run: Run, rc: int, output: str) -> dict:
+def collection_failure(run: Run, rc: int, output: str, backend: str = "icoforge.backend:cpu") -> dict:
     """pytest stopped before any test (no results file): the known collection failure it matches
     (then the run is as expected), else an unknown one that fails the run."""
     from known_failures import known_collection_failure
@@ -139,7 +140,7 @@ def collection_failure(run: Run, rc: int, output: str) -> dict:
     message = known.reason if known else (errors[0] if errors else output.strip().splitlines()[-1:])
     print(f"icon4py-suite: {run.name}: no test collected; " + (f"known, {known.owner} error: {known.reason}" if known else "not a known failure"))
     return {"run": run.name, "precision": run.precision, "vpfloat": "-", "wpfloat": "-", "grid": run.grid,
-            "backend": "icoforge.backend:cpu", "exitstatus": rc, "tests": [],
+            "backend": backend, "exitstatus": rc, "tests": [],
             "collection_error": {"known": bool(known), "whose": known.owner if known else "unknown",
                                  "message": str(message), "first_error": errors[0] if errors else ""}}
 
@@ -160,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the runs and exit")
     parser.add_argument("--out-dir", type=pathlib.Path, default=ROOT / "build" / "icon4py-suite")
     parser.add_argument("--markdown", type=pathlib.Path, help="write the tables (table.py) here")
+    backends = ("icoforge.backend:cpu", "icoforge.backend:cuda", "icoforge.backend:hip", "icoforge.backend:gpu")
+    parser.add_argument("--backend", default=backends[0], choices=backends,
+                        help="icoforge's backend object icon4py's --backend gets (default: the CPU one)")
     parser.add_argument("--pytest-args", default="", help="more pytest arguments, e.g. \"-k 'nabla'\"")
     args = parser.parse_args(argv)
     if args.list:
@@ -173,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (tests / "pyproject.toml").is_file():
         raise SystemExit(f"icon4py's tests not found at {tests} (set ICON4PY_TESTS to icon4py 0.4.1's tests folder)")
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    done = [run_one(RUNS[n], tests, args.out_dir, shlex.split(args.pytest_args)) for n in (args.runs or RUNS)]
+    done = [run_one(RUNS[n], tests, args.out_dir, shlex.split(args.pytest_args), args.backend) for n in (args.runs or RUNS)]
     if args.markdown:
         from table import write_markdown
 
