@@ -16,7 +16,9 @@
 #            AB_ARGS=--substep-fusion: each substep as one program fused across programs; add
 #            "tuned": true to keep the package's tuned entries, as the default has them),
 #        AB_ENV (environment of the AB run, e.g. AB='full={}' AB_ENV=ICOFORGE_EARLY_GTIR=0: the
-#            full GT4Py pass list against the default early path),
+#            full GT4Py pass list against the default early path; another copy of the package needs
+#            AB_ENV="PYTHONSAFEPATH=1 PYTHONPATH=/tmp/site:/tmp/ab": `python3 -m` puts the repository
+#            root first on sys.path otherwise, and the copy is never imported (session 35)),
 #        AB2, AB2_ENV, AB2_ARGS, AB3, AB3_ENV, AB3_ARGS (a second and third A/B run beside the first, e.g. the inline and the temporaries
 #            A/Bs of REGIONAL/80 in one call),
 #        INLINE_OFF_RUN (0; 1: the same as AB='inline-off={"inline": "off"}'),
