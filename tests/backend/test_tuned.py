@@ -130,6 +130,22 @@ def test_the_default_gpu_backend_carries_the_entries_of_its_device(monkeypatch):
     assert gpu.make_gpu_backend("cuda", asked).executor.schedule.tuned == ()
 
 
+def test_a_schedule_may_name_the_device_whose_entries_it_takes(monkeypatch):
+    """"tuned": "NVIDIA H200" on another GPU (an H100) carries the H200's entries: an A/B of a
+    sibling's tuning. A name the database has no entries of is refused with the names it has."""
+    monkeypatch.setattr(gpu, "device_name", lambda: "NVIDIA H100 80GB HBM3")
+    assert gpu.make_gpu_backend("cuda").executor.schedule.tuned == ()  # the default: this device's, none
+    asked = ProgramSchedule.loads('{"tuned": "NVIDIA H200"}')
+    assert asked.to_json()["tuned"] == "NVIDIA H200" and ProgramSchedule.loads(asked.dumps()) == asked
+    carried = gpu.make_gpu_backend("cuda", asked).executor.schedule.tuned
+    assert carried and {e.device for e in carried} == {"NVIDIA H200"}
+    with pytest.raises(ScheduleError, match="no cuda entries measured on that device; the database has: NVIDIA H200"):
+        gpu.make_gpu_backend("cuda", ProgramSchedule.loads('{"tuned": "NVIDIA H100 80GB HBM3"}'))
+    for bad in ('""', "3"):
+        with pytest.raises(ScheduleError, match="tuned: true, false or a device's name"):
+            ProgramSchedule.loads('{"tuned": %s}' % bad)
+
+
 def test_the_database_tool_takes_picks_of_gpu_tunes_only(tmp_path):
     result = {
         "program": "p", "grid": "G", "levels": 4, "vendor": "cuda", "device": "NVIDIA H200", "emulated": False,

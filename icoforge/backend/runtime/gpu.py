@@ -587,8 +587,8 @@ def make_gpu_backend(target: str, schedule: ProgramSchedule | None = None):
             raise IcoforgeError("backend 'gpu': CuPy finds no CUDA or ROCm device here")
     if schedule is None:  # the default, with what the tuner measured on this device (tuned.py)
         schedule = dataclasses.replace(default_program_schedule(vendor), tuned=tuned.for_device(vendor, device_name()))
-    elif schedule.use_tuned and not schedule.tuned:  # a given schedule that asks for them ("tuned": true)
-        schedule = dataclasses.replace(schedule, tuned=tuned.for_device(vendor, device_name()))
+    elif schedule.use_tuned and not schedule.tuned:  # a given schedule that asks for them ("tuned": true or a device's name)
+        schedule = dataclasses.replace(schedule, tuned=tuned.for_schedule(vendor, device_name(), schedule.use_tuned))
     return gt_backend.Backend(
         name=f"icoforge_{vendor}",
         executor=GPUExecutor(vendor, schedule),

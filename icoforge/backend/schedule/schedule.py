@@ -211,10 +211,12 @@ class ProgramSchedule:
     # tuned kernel schedules from the package's database (icoforge.backend.schedule.tuned.TunedKernel): the
     # default schedule of a backend on a known device carries them, and a given schedule with
     # `use_tuned` ("tuned": true in JSON: an A/B that changes one thing against the default keeps
-    # them); each applies where its kernel's code, device and size class match (`tuned.applied`).
-    # The entries are not part of the JSON form, the flag is.
+    # them; "tuned": "NVIDIA H200", a device's name: the entries measured on that device of the same
+    # vendor, an A/B of a sibling GPU's tuning, e.g. on an H100); each applies where its kernel's
+    # code, device and size class match (`tuned.applied`). The entries are not part of the JSON
+    # form, the flag is.
     tuned: tuple[Any, ...] = ()
-    use_tuned: bool = False
+    use_tuned: bool | str = False
 
     def __post_init__(self) -> None:
         if self.inline not in INLINE_POLICIES:
@@ -231,8 +233,8 @@ class ProgramSchedule:
         n = self.fuse_scan_min_columns
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ScheduleError(f"fuse_scan_min_columns: a column count >= 0 (0: any size), got {n!r}")
-        if not isinstance(self.use_tuned, bool):
-            raise ScheduleError(f"tuned: true or false, got {self.use_tuned!r}")
+        if not isinstance(self.use_tuned, bool) and not (isinstance(self.use_tuned, str) and self.use_tuned.strip()):
+            raise ScheduleError(f"tuned: true, false or a device's name (\"NVIDIA H200\"), got {self.use_tuned!r}")
 
     def fuses(self, program: str) -> bool:
         return ALL_PROGRAMS in self.fuse or program in self.fuse
@@ -269,7 +271,7 @@ class ProgramSchedule:
         if self.inline != "auto":
             d["inline"] = self.inline
         if self.use_tuned:
-            d["tuned"] = True
+            d["tuned"] = self.use_tuned
         return d
 
     @classmethod

@@ -13,7 +13,8 @@ variant tuned is not the suite's, e.g. the granule's.)
 
 An entry applies to a kernel only where it was verified:
 * the same vendor and device name (the main process reads it from CuPy when it makes the
-  backend; compile workers see no GPU): an H200 tuning says nothing about an MI300;
+  backend; compile workers see no GPU): an H200 tuning says nothing about an MI300 (a schedule
+  may name another device of the vendor, `"tuned": "NVIDIA H200"`, to A/B that tuning elsewhere);
 * the kernel's code is the one tuned: `fingerprint` hashes the kernel IR (name, kind, levels,
   body, with the horizontal bounds left out), so a change of the lowering or of a static argument
   that changes the code drops the entry instead of applying a stale measurement (an entry carried
@@ -114,6 +115,23 @@ def for_device(vendor: str, device: str | None, entries: tuple[TunedKernel, ...]
     if device is None:
         return ()
     return tuple(e for e in (load() if entries is None else entries) if e.vendor == vendor and e.device == device)
+
+
+def for_schedule(vendor: str, this_device: str | None, use_tuned: bool | str,
+                 entries: tuple[TunedKernel, ...] | None = None) -> tuple[TunedKernel, ...]:
+    """The entries a schedule's `"tuned"` asks for: true, this device's; a device's name, that
+    device's (same vendor; an A/B of another GPU's tuning), refused with the names the database
+    holds when it has none of that device."""
+    if not use_tuned:
+        return ()
+    if use_tuned is True:
+        return for_device(vendor, this_device, entries)
+    found = for_device(vendor, use_tuned, entries)
+    if not found:
+        known = sorted({e.device for e in (load() if entries is None else entries) if e.vendor == vendor})
+        raise ScheduleError(f"tuned: {use_tuned!r}: no {vendor} entries measured on that device; "
+                            f"the database has: {', '.join(known) or 'none'}")
+    return found
 
 
 # What `applied` did with an entry in a program (`Decision.status`); NOT_FUSED: a fusion the
