@@ -1,7 +1,9 @@
 """docs/mi300a.md, the MI300A day-one runbook (issue 50): its steps in order, each rehearsal (the
 blocks marked `cpu`) run here as written, with the good result it names found in the output; the
-MI300A blocks (`gpu`) run only where CuPy sees an AMD GPU. And the ReFrame site example's MI300A
-partitions: SPX and CPX jobs with their Slurm access, CPUs, the HIP backend and SPX's schedule."""
+MI300A blocks (`gpu`) run only where CuPy sees an AMD GPU; a block marked `by:FILE::TEST` is run
+by that test (the same command, not twice in CI: the whole gfx90a/gfx942 build takes minutes), and
+this file checks that the test exists and runs the block's command. And the ReFrame site example's
+MI300A partitions: SPX and CPX jobs with their Slurm access, CPUs, the HIP backend and SPX's schedule."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RUNBOOK = ROOT / "docs" / "mi300a.md"
 BIN = pathlib.Path(sys.executable).parent
-_BLOCK = re.compile(r'<!-- runbook: (\S+) (cpu|cpu-slow|gpu) expect="([^"]*)" -->\n```bash\n(.*?)```', re.S)
+_BLOCK = re.compile(r'<!-- runbook: (\S+) (cpu|cpu-slow|gpu|by:\S+) expect="([^"]*)" -->\n```bash\n(.*?)```', re.S)
 STEPS = ["install", "gpu-check", "verify-all", "greenline", "tune", "profile", "reframe"]
 
 
@@ -73,6 +75,24 @@ def test_a_rehearsal_runs_and_shows_its_good_result(ident, expect, body, tmp_pat
     out = run.stdout + run.stderr
     assert run.returncode == 0, f"{ident}: exit {run.returncode}\n{out[-3000:]}"
     assert expect in out, f"{ident}: the good result {expect!r} is not in the output\n{out[-3000:]}"
+
+
+def test_a_block_run_by_another_test_is_run_there():
+    """`by:FILE::TEST`: TEST exists in FILE and its source names the block's command, word for word
+    (the subcommand and each option with its value, but --out's file), and the good result."""
+    by = [(ident, kind[3:], expect, body) for ident, kind, expect, body in blocks() if kind.startswith("by:")]
+    assert by, "the runbook names no block run by another test (then drop this test)"
+    for ident, where, expect, body in by:
+        path, _, name = where.partition("::")
+        source = (ROOT / path).read_text()
+        match = re.search(rf"^def {re.escape(name)}\(.*?(?=^def |\Z)", source, re.S | re.M)
+        assert match, f"{ident}: no test {name} in {path}"
+        words = body.split()
+        assert words[0] == "icoforge", body
+        words = [w for i, w in enumerate(words[1:]) if w != "--out" and (i == 0 or words[i] != "--out")]
+        missing = [w for w in words if f'"{w}"' not in match.group(0)]
+        assert not missing, f"{ident}: {name} does not run {' '.join(words)} (missing {missing})"
+        assert expect in match.group(0), f"{ident}: {name} does not check for {expect!r}"
 
 
 @pytest.mark.parametrize("ident, expect, body", _params(("gpu",)))
