@@ -77,6 +77,31 @@ def test_schedule_json_round_trip(s):
     assert ProgramSchedule.loads(ps.dumps()).key() == ps.key()
 
 
+def test_fp_contract_reaches_the_gpu_compilers_options_only_when_asked():
+    """`fp_contract` (timing A/Bs against builds that contract, as nvcc's and DaCe's do): off by
+    default, so NVRTC gets --fmad=false and HIP -ffp-contract=off; on, the opposite; HIP on CUDA
+    carries it over. It round-trips through JSON and refuses a non-boolean."""
+    from icoforge.backend.ir import ir
+    from icoforge.backend.runtime import gpu, hip_on_cuda
+
+    on = ProgramSchedule.loads('{"fp_contract": true}')
+    assert on.fp_contract and on.to_json()["fp_contract"] is True and ProgramSchedule.loads(on.dumps()) == on
+    assert "fp_contract" not in ProgramSchedule().to_json()
+    with pytest.raises(ScheduleError, match="fp_contract: true or false"):
+        ProgramSchedule.loads('{"fp_contract": "yes"}')
+    dom = ir.Domain("Cell", ir.Const(0, "int32"), ir.Const(8, "int32"), ir.Const(0, "int32"), ir.Const(4, "int32"))
+    kernel = ir.Kernel("p_k0", dom, (ir.Store("out", ir.Const(1.0, "float64")),))
+    program = ir.ProgramIR("p", (ir.FieldParam("out", ("Cell", "K"), "float64"),), (), (), (kernel,),
+                           dim_kinds=(("Cell", "horizontal"), ("K", "vertical")))  # fmt: skip
+    for vendor, off_flag, on_flag in (("cuda", "--fmad=false", "--fmad=true"), ("hip", "-ffp-contract=off", "-ffp-contract=fast")):
+        default = gpu.gpu_artifact(program, vendor, ProgramSchedule())
+        contracted = gpu.gpu_artifact(program, vendor, on)
+        assert off_flag in default.options and on_flag not in default.options
+        assert on_flag in contracted.options and off_flag not in contracted.options
+    assert "--fmad=true" in hip_on_cuda.on_cuda(gpu.gpu_artifact(program, "hip", on)).options
+    assert "--fmad=false" in hip_on_cuda.on_cuda(gpu.gpu_artifact(program, "hip", ProgramSchedule())).options
+
+
 def test_unknown_json_keys_are_refused():
     with pytest.raises(ScheduleError, match=r"unknown schedule parameters \['k_unrol'\]"):
         Schedule.from_json({"k_unrol": 2})

@@ -32,7 +32,7 @@ def on_cuda(art: GPUArtifact) -> GPUArtifact:
     if art.vendor != "hip":
         raise IcoforgeError(f"{art.program_name}: HIP-on-CUDA takes a HIP artifact, got {art.vendor}")
     device = dataclasses.replace(art.device, header=f"{header()}\n{art.device.header}")
-    return dataclasses.replace(art, device=device, options=nvrtc_options("cuda"))
+    return dataclasses.replace(art, device=device, options=nvrtc_options("cuda", "-ffp-contract=fast" in art.options))
 
 
 def hip_source_on_cuda(hip_source: str) -> str:

@@ -205,6 +205,13 @@ class ProgramSchedule:
     # other in one thread per column, so a grid with fewer columns than the GPU holds threads
     # leaves it underfilled (fuse.py; the default's value: VENDOR_SCAN_MIN_COLUMNS)
     fuse_scan_min_columns: int = 0
+    # floating-point contraction (a*b + c as one fused multiply-add, CUDA's --fmad=true, HIP's
+    # -ffp-contract=fast), as nvcc's and DaCe's builds do by default. Off by default: without it
+    # the GPU code agrees with the CPU target and gtfn_cpu to the last bit on most programs; on it
+    # results differ by rounding (the solvers up to ~2e-6 relative on random inputs, gpu.py), so a
+    # timing A/B only: a run with it on is not verified bit for bit (the CPU emulator keeps rounding
+    # as written)
+    fp_contract: bool = False
     # temporaries recomputed in their readers (icoforge.backend.passes.inline, every target): "auto" (where
     # the byte model says it moves fewer bytes), "all" (wherever legal) or "off"
     inline: str = "auto"
@@ -230,6 +237,8 @@ class ProgramSchedule:
         object.__setattr__(self, "fuse", tuple(sorted(set(fuse))))
         if not isinstance(self.fuse_columns, bool):
             raise ScheduleError(f"fuse_columns: true or false, got {self.fuse_columns!r}")
+        if not isinstance(self.fp_contract, bool):
+            raise ScheduleError(f"fp_contract: true or false, got {self.fp_contract!r}")
         n = self.fuse_scan_min_columns
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ScheduleError(f"fuse_scan_min_columns: a column count >= 0 (0: any size), got {n!r}")
@@ -268,6 +277,8 @@ class ProgramSchedule:
             d["fuse_columns"] = True
         if self.fuse_scan_min_columns:
             d["fuse_scan_min_columns"] = self.fuse_scan_min_columns
+        if self.fp_contract:
+            d["fp_contract"] = True
         if self.inline != "auto":
             d["inline"] = self.inline
         if self.use_tuned:
@@ -276,7 +287,8 @@ class ProgramSchedule:
 
     @classmethod
     def from_json(cls, d: dict) -> "ProgramSchedule":
-        keys = ("default", "per_kernel", "per_program", "smem_limit_bytes", "fuse", "fuse_columns", "fuse_scan_min_columns", "inline", "tuned")
+        keys = ("default", "per_kernel", "per_program", "smem_limit_bytes", "fuse", "fuse_columns", "fuse_scan_min_columns",
+                "fp_contract", "inline", "tuned")
         if unknown := set(d) - set(keys):
             raise ScheduleError(f"unknown program-schedule keys {sorted(unknown)}; valid: {', '.join(keys)}")
         return cls(
@@ -287,6 +299,7 @@ class ProgramSchedule:
             fuse=d.get("fuse", ()),
             fuse_columns=d.get("fuse_columns", False),
             fuse_scan_min_columns=d.get("fuse_scan_min_columns", 0),
+            fp_contract=d.get("fp_contract", False),
             inline=d.get("inline", "auto"),
             use_tuned=d.get("tuned", False),
         )
