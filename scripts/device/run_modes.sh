@@ -43,6 +43,21 @@ TAG=$GRID-$LEVELS
 GL="python3 -m icoforge greenline --grid $GRID --levels $LEVELS --steps ${STEPS:-20} --warmup 2 --profile-steps 2 --only-used-variants --gpu-lock $LOCK ${GL_ARGS:-}"
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv > $W/clocks-start.csv
 
+# GPU memory: every greenline process holds its own grid, fields and pools. Measured per process:
+# R2B6/80 27-31 GB (session 35: three on an 80 GB H100 ran out, ours died at its verification
+# substeps after the whole setup). Refuse before spending the call where the count cannot fit.
+NPROC=$(( ${OURS:-1} + $(wc -w <<< "${PEERS-dace_gpu}") + ${DEBUG_RUN:-1} ))
+for spec in "${AB:-}" "${AB2:-}" "${AB3:-}"; do [ -n "$spec" ] && NPROC=$((NPROC + 1)); done
+[ "${INLINE_OFF_RUN:-0}" = 1 ] && [ -z "${AB:-}" ] && NPROC=$((NPROC + 1))
+case "$GRID/$LEVELS" in R2B6/80) GB_EACH=31 ;; *) GB_EACH=0 ;; esac  # only what was measured
+GPU_GB=$(( $(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1) / 1024 ))
+if [ $GB_EACH -gt 0 ] && [ $(( NPROC * GB_EACH )) -gt $GPU_GB ]; then
+  echo "run_modes.sh: $NPROC processes of $GRID/$LEVELS need about $(( NPROC * GB_EACH )) GB, the GPU has $GPU_GB GB:" \
+       "run fewer (PEERS=, DEBUG_RUN=0, fewer AB*)" >&2
+  exit 1
+fi
+stamp "$NPROC greenline processes on $GRID/$LEVELS (GPU memory $GPU_GB GB)"
+
 # the static fields first, shared by every process (a fresh machine: ~170 s on R2B6/80; session 18's
 # call 3 computed them inside ours while dace_gpu waited, and nothing was timed by the deadline)
 static_fields $GRID $LEVELS $W/static-fields.log || exit 1  # no grid or fields: nothing to measure
