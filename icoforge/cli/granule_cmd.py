@@ -45,6 +45,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--profile-steps", type=int, default=1,
         help="dycore steps (5 substeps) with every program call timed; 0 skips the per-program table (default 1)",
     )  # fmt: skip
+    p.add_argument(
+        "--timing-rounds", type=int, default=1, metavar="N",
+        help="time the steps in N turns on --gpu-lock, steps/N each: parallel runs then alternate, so a drift "
+        "of the GPU's state is shared by all of them (default 1: all steps in one turn)",
+    )  # fmt: skip
     p.add_argument("--verify", action="store_true", help="check each --compare backend against --backend (3 substeps)")
     p.add_argument(
         "--rtol",

@@ -63,6 +63,7 @@ ONE_PROCESS_ONLY = {
     "save_reference": ("--save-reference", None), "reference_file": ("--reference", None),
     "floors_steps": ("--floors-steps", 0), "profile_steps": ("--profile-steps", 1), "markdown": ("--markdown", None),
     "latest": ("--latest", None), "floors": ("--floors", None), "commit": ("--commit", None),
+    "timing_rounds": ("--timing-rounds", 1),
 }  # fmt: skip
 
 

@@ -78,6 +78,10 @@ class GranuleOptions:
 @dataclasses.dataclass
 class GreenlineOptions(GranuleOptions):
     profile_steps: int = 1  # dycore steps of SUBSTEP_MIX with per-program timing (0: none)
+    # the timed steps in this many turns on the GPU lock, each with steps/rounds of every variant and
+    # of the chained steps: processes timed one after the other then take turns, so a drift of the
+    # machine's state (clocks, heat) spreads over all of them instead of landing on whoever is last
+    timing_rounds: int = 1
     cold: bool = False  # compile into an empty, temporary icoforge cache
     save_reference: str | None = None  # write the first backend's verification fingerprint here
     reference_file: str | None = None  # compare every backend with a recorded fingerprint
@@ -226,6 +230,8 @@ def run_greenline(
         raise IcoforgeError(f"levels must be positive, got {opts.levels}")
     if opts.steps < 1 or opts.warmup < 0 or opts.profile_steps < 0 or opts.floors_steps < 0:
         raise IcoforgeError("steps must be >= 1, warm-up, profile and floors steps >= 0")
+    if not 1 <= opts.timing_rounds <= opts.steps:
+        raise IcoforgeError(f"timing rounds must be between 1 and --steps ({opts.steps}), got {opts.timing_rounds}")
     if opts.floors_steps and floor_model is None:
         raise IcoforgeError("floors steps need a floor model (the CLI passes the byte model's)")
     if not opts.backends:
@@ -366,11 +372,22 @@ def measure(
         golden.write(opts.save_reference, first, first.static, inputs, sequence(first), environment(), sequence=labels)
         log(f"reference fingerprint of {granules[0].name} written to {opts.save_reference}")
 
+    rounds = opts.timing_rounds
+    for r in range(rounds - 1):  # all rounds but the last: steps/rounds each, then the lock goes to the others
+        for g in granules:
+            with instrument.quiet_gc() as pauses, measuring(lock, g, f"timed steps, round {r + 1} of {rounds}"):
+                share = _round_share(opts.steps, rounds, r)
+                g.time_variants(share, opts.warmup, progress, append=True)
+                g.time_chained_steps(share, progress)
+            g.result.gc_pauses = pauses.to_json()
+        if lock is not None:
+            time.sleep(ROUND_PAUSE_S)  # a waiting process takes the lock before this one asks again
     for g in granules:
-        what = "warm-up, timed steps" + (", profile" if opts.profile_steps else "")
+        what = "warm-up, timed steps" + (f" (round {rounds} of {rounds})" if rounds > 1 else "") + (", profile" if opts.profile_steps else "")
         with instrument.quiet_gc() as pauses, measuring(lock, g, what):  # collect before holding the GPU
-            g.time_variants(opts.steps, opts.warmup, progress)
-            g.time_chained_steps(opts.steps, progress)
+            share = _round_share(opts.steps, rounds, rounds - 1)
+            g.time_variants(share, opts.warmup, progress, append=rounds > 1)
+            g.time_chained_steps(share, progress)
             g.measure_busy(opts.steps, progress)  # GPU backends: the idle fraction per substep
             if opts.profile_steps:
                 g.profile(opts.profile_steps, progress)
@@ -389,6 +406,14 @@ def measure(
                 g.result.floors = floor_model(g, opts.floors_steps)
             log(f"{g.name}: floors per dycore step " + ", ".join(f"{k} {v:.2f} ms" for k, v in g.result.floors["floors_ms"].items()))
     return comparisons
+
+
+ROUND_PAUSE_S = 0.5  # between timing rounds: long enough for a process blocked on the lock to get it
+
+
+def _round_share(steps: int, rounds: int, r: int) -> int:
+    """Round r's share of `steps` timed steps (the first rounds take the remainder)."""
+    return steps // rounds + (1 if r < steps % rounds else 0)
 
 
 def _setup_line(r: BackendResult) -> str:

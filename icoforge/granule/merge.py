@@ -36,6 +36,7 @@ SHARED_INPUTS: tuple[tuple[str, Callable[[Data], Any]], ...] = (
     ("steps", lambda d: d["options"].get("steps")),
     ("warm-up steps", lambda d: d["options"].get("warmup")),
     ("profile steps", lambda d: d["options"].get("profile_steps")),
+    ("timing rounds", lambda d: d["options"].get("timing_rounds", 1)),
     ("static-field key", lambda d: d.get("static_fields_key")),
 )
 

@@ -453,12 +453,13 @@ class Granule:
             at_last_substep=last,
         )
 
-    def time_variants(self, steps: int, warmup: int, progress: Progress = _no_progress) -> None:
-        """icon4py's benchmark loop: the same variant again and again on the same state pair."""
+    def time_variants(self, steps: int, warmup: int, progress: Progress = _no_progress, append: bool = False) -> None:
+        """icon4py's benchmark loop: the same variant again and again on the same state pair
+        (`append`: the samples join those of an earlier round, after this round's own warm-up)."""
         total = len(self.variants) * (steps + warmup)
         done = 0
         for variant in self.variants:
-            samples: list[float] = []
+            samples: list[float] = list(self.result.step_ms.get(variant, [])) if append else []
             for i in range(warmup + steps):
                 progress(f"{self.name}: timing ({variant})", done, total)
                 self.sync()

@@ -24,7 +24,9 @@
 #        INLINE_OFF_RUN (0; 1: the same as AB='inline-off={"inline": "off"}'),
 #        OURS (1; 0: no icoforge-cuda run, e.g. dace_gpu alone in a second call where the two do
 #            not fit one fresh call: R2B6/120; on a warm machine the first call's report in /tmp/work is merged),
-#        STEPS (20, as icon4py's benchmark), ALL_S (540), COMMIT (the commit measured; default "tree ID", ID from tree_id.sh),
+#        STEPS (20, as icon4py's benchmark), ROUNDS (1: the timed steps in that many turns per
+#            process, taken in alternation through the lock; session 35: two processes of the same
+#            code differed by 3.6 % timed one after the other), ALL_S (540), COMMIT (the commit measured; default "tree ID", ID from tree_id.sh),
 #        FLOORS_STEPS (1: ours records one more dycore step for the byte floors; 0: none),
 #        GL_ARGS (more greenline arguments of every run, e.g. GL_ARGS=--graph-replay: each backend's
 #            substeps also replayed as CUDA graphs, a "dycore step, replayed" row in the step table).
@@ -40,7 +42,7 @@ SNAP=$!
 LOCK=/tmp/gpu.lock; : > $LOCK
 read -r GRID LEVELS <<< "${CONFIG:-REGIONAL 80}"
 TAG=$GRID-$LEVELS
-GL="python3 -m icoforge greenline --grid $GRID --levels $LEVELS --steps ${STEPS:-20} --warmup 2 --profile-steps 2 --only-used-variants --gpu-lock $LOCK ${GL_ARGS:-}"
+GL="python3 -m icoforge greenline --grid $GRID --levels $LEVELS --steps ${STEPS:-20} --warmup 2 --profile-steps 2 --timing-rounds ${ROUNDS:-1} --only-used-variants --gpu-lock $LOCK ${GL_ARGS:-}"
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv > $W/clocks-start.csv
 
 # GPU memory: every greenline process holds its own grid, fields and pools. Measured per process:

@@ -428,6 +428,7 @@ class _FakeGranule:
         self.result = BackendResult(name)
         self.lock_path = lock_path
         self.phases: list[str] = []
+        self.rounds: list[tuple] = []
 
     def _lock_is_held(self) -> bool:
         fd = os.open(self.lock_path, os.O_RDONLY)
@@ -439,11 +440,13 @@ class _FakeGranule:
             os.close(fd)
         return False
 
-    def time_variants(self, steps, warmup, progress):
+    def time_variants(self, steps, warmup, progress, append=False):
         self.phases.append(f"time held={self._lock_is_held()}")
+        self.rounds.append(("time", steps, append))
 
     def time_chained_steps(self, steps, progress):
         self.phases.append(f"chained held={self._lock_is_held()}")
+        self.rounds.append(("chained", steps))
 
     def measure_busy(self, steps, progress):
         self.phases.append(f"busy held={self._lock_is_held()}")
@@ -468,6 +471,41 @@ def test_measurement_phases_hold_the_lock(tmp_path, with_lock):
             g.result.to_json()["gpu_lock_wait_s"] is None
         ) != with_lock
     assert sum("GPU lock acquired" in line for line in lines) == (2 if with_lock else 0)
+
+
+def test_timing_rounds_split_the_steps_into_turns_on_the_lock(tmp_path, monkeypatch):
+    """--timing-rounds 3 with 7 steps: each backend times 3 + 2 + 2 steps in three turns, every turn
+    under the lock and its samples joined to the earlier turns'; the busy time and profile once,
+    in the last turn. Rounds outside 1..steps are refused."""
+    monkeypatch.setattr(greenline, "ROUND_PAUSE_S", 0.0)
+    path = tmp_path / "gpu.lock"
+    path.touch()
+    lines: list[str] = []
+    gs = [_FakeGranule("icoforge-cuda", path), _FakeGranule("dace_gpu", path)]
+    opts = GreenlineOptions(backends=("icoforge-cuda", "dace_gpu"), steps=7, profile_steps=1, timing_rounds=3)
+    greenline.measure(gs, opts, {}, None, GpuLock(path, lambda s: None), lambda *a: None, lines.append)
+    for g in gs:
+        assert g.rounds == [("time", 3, True), ("chained", 3), ("time", 2, True), ("chained", 2),
+                            ("time", 2, True), ("chained", 2)]  # fmt: skip
+        assert set(g.phases) == {f"{p} held=True" for p in ("time", "chained", "busy", "profile")}
+        assert g.phases[-2:] == ["busy held=True", "profile held=True"]
+    for bad in (0, 8):
+        with pytest.raises(IcoforgeError, match="timing rounds must be between 1 and --steps"):
+            greenline.run_greenline(GreenlineOptions(backends=("icoforge-cpu",), steps=7, timing_rounds=bad))
+
+
+def test_time_variants_appends_a_later_rounds_samples():
+    from icoforge.granule.runner import Granule
+
+    g = Granule.__new__(Granule)  # only what time_variants touches
+    g.variants, g.name, g.result = ("first",), "fake", BackendResult("fake")
+    g.sync, g.step = (lambda: None), (lambda variant: None)
+    g.time_variants(3, 1)
+    assert len(g.result.step_ms["first"]) == 3
+    g.time_variants(2, 1, append=True)
+    assert len(g.result.step_ms["first"]) == 5
+    g.time_variants(2, 0)
+    assert len(g.result.step_ms["first"]) == 2
 
 
 def test_floors_are_recorded_last_and_only_for_icoforge_backends(tmp_path):
