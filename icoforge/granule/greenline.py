@@ -373,13 +373,14 @@ def measure(
         log(f"reference fingerprint of {granules[0].name} written to {opts.save_reference}")
 
     rounds = opts.timing_rounds
+    earlier_pauses: dict[str, list[dict[str, Any]]] = {g.name: [] for g in granules}
     for r in range(rounds - 1):  # all rounds but the last: steps/rounds each, then the lock goes to the others
         for g in granules:
             with instrument.quiet_gc() as pauses, measuring(lock, g, f"timed steps, round {r + 1} of {rounds}"):
                 share = _round_share(opts.steps, rounds, r)
                 g.time_variants(share, opts.warmup, progress, append=True)
                 g.time_chained_steps(share, progress)
-            g.result.gc_pauses = pauses.to_json()
+            earlier_pauses[g.name].append(pauses.to_json())
         if lock is not None:
             time.sleep(ROUND_PAUSE_S)  # a waiting process takes the lock before this one asks again
     for g in granules:
@@ -396,7 +397,7 @@ def measure(
                 for variant, r in g.result.graph_replay.items():
                     if "replay_ms" not in r:  # the reason is the finding: which operation, or that the result differs
                         log(f"{g.name}, {variant} substep replayed: {r.get('capture_error', 'not bit-identical with a normal call')}")
-        g.result.gc_pauses = pauses.to_json()
+        g.result.gc_pauses = _summed_pauses([*earlier_pauses[g.name], pauses.to_json()])
         # only icoforge's programs carry kernel IR: a peer's floors would all be 0
         if opts.floors_steps and not g.name.startswith("icoforge"):
             log(f"{g.name}: no byte floors (--floors-steps needs an icoforge backend's kernel IR)")
@@ -409,6 +410,15 @@ def measure(
 
 
 ROUND_PAUSE_S = 0.5  # between timing rounds: long enough for a process blocked on the lock to get it
+
+
+def _summed_pauses(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The garbage collector's pauses of several timing rounds (instrument.GcPauses.to_json) as one."""
+    if len(rounds) == 1:
+        return rounds[0]
+    collections = {g: sum(r["collections"].get(g, 0) for r in rounds) for g in rounds[0]["collections"]}
+    return {"frozen_objects": max(r["frozen_objects"] for r in rounds), "collections": collections,
+            "total_ms": sum(r["total_ms"] for r in rounds), "longest_ms": max(r["longest_ms"] for r in rounds)}  # fmt: skip
 
 
 def _round_share(steps: int, rounds: int, r: int) -> int:

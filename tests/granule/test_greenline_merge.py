@@ -489,6 +489,10 @@ def test_timing_rounds_split_the_steps_into_turns_on_the_lock(tmp_path, monkeypa
                             ("time", 2, True), ("chained", 2)]  # fmt: skip
         assert set(g.phases) == {f"{p} held=True" for p in ("time", "chained", "busy", "profile")}
         assert g.phases[-2:] == ["busy held=True", "profile held=True"]
+    pauses = {"frozen_objects": 5, "collections": {"0": 1, "1": 0, "2": 0}, "total_ms": 2.0, "longest_ms": 1.5}
+    summed = greenline._summed_pauses([pauses, {**pauses, "collections": {"0": 2, "1": 1, "2": 0}, "longest_ms": 0.5}])
+    assert summed == {"frozen_objects": 5, "collections": {"0": 3, "1": 1, "2": 0}, "total_ms": 4.0, "longest_ms": 1.5}
+    assert gs[0].result.gc_pauses is not None
     for bad in (0, 8):
         with pytest.raises(IcoforgeError, match="timing rounds must be between 1 and --steps"):
             greenline.run_greenline(GreenlineOptions(backends=("icoforge-cpu",), steps=7, timing_rounds=bad))
