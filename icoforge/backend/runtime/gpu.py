@@ -27,6 +27,7 @@ from icoforge.backend.runtime import graphs as graphs_mod
 from icoforge.backend.ir import ir
 from icoforge.backend.schedule import pipeline, tuned
 from icoforge.backend.runtime import deferral
+from icoforge.backend.runtime.build import gpu_compile_options
 from icoforge.backend.codegen.cuda import device_module, render_module_gpu
 from icoforge.backend.codegen.device import DeviceModule
 from icoforge.backend.codegen.host import render_host_plan
@@ -485,17 +486,6 @@ def precompile_modules(artifacts: Iterable[GPUArtifact], jobs: int) -> list[floa
     return [r for _, r in map_isolated(compile_module, sources, jobs) if isinstance(r, float)]
 
 
-def nvrtc_options(vendor: str, fp_contract: bool = False) -> tuple[str, ...]:
-    # No fused multiply-add contraction unless the schedule asks (`fp_contract`, timing A/Bs):
-    # results then agree with the CPU target (and gtfn_cpu) to the last bit on most programs.
-    # Measured on the H200: with NVRTC's default (--fmad=true) the vertically implicit solver
-    # differed from the CPU by up to 2e-6 relative at a few points of random inputs, beyond the
-    # 1e-10 verification tolerance.
-    if vendor == "cuda":
-        return ("-std=c++17", "--fmad=true" if fp_contract else "--fmad=false")
-    return ("-std=c++17", "-ffp-contract=fast" if fp_contract else "-ffp-contract=off")
-
-
 @dataclasses.dataclass(frozen=True)
 class GPUExecutor:
     vendor: str
@@ -571,7 +561,7 @@ def gpu_artifact(
         vendor=vendor,
         device=device_module(final, launches, vendor),
         host_plan=render_host_plan(final, launches),
-        options=nvrtc_options(vendor, schedule.fp_contract),
+        options=gpu_compile_options(vendor, schedule.fp_contract),
         timings=tuple(timings),
         program_ir=scheduled,
         tuple_params=final.tuple_params,

@@ -15,7 +15,8 @@ import functools
 import pathlib
 from typing import Any
 
-from icoforge.backend.runtime.gpu import GPUArtifact, GPUExecutor, nvrtc_options
+from icoforge.backend.runtime.build import gpu_compile_options
+from icoforge.backend.runtime.gpu import GPUArtifact, GPUExecutor
 from icoforge.backend.schedule.schedule import ProgramSchedule, default_program_schedule
 from icoforge.errors import IcoforgeError
 
@@ -32,7 +33,7 @@ def on_cuda(art: GPUArtifact) -> GPUArtifact:
     if art.vendor != "hip":
         raise IcoforgeError(f"{art.program_name}: HIP-on-CUDA takes a HIP artifact, got {art.vendor}")
     device = dataclasses.replace(art.device, header=f"{header()}\n{art.device.header}")
-    return dataclasses.replace(art, device=device, options=nvrtc_options("cuda", "-ffp-contract=fast" in art.options))
+    return dataclasses.replace(art, device=device, options=gpu_compile_options("cuda", "-ffp-contract=fast" in art.options))
 
 
 def hip_source_on_cuda(hip_source: str) -> str:
