@@ -373,40 +373,45 @@ def measure(
         log(f"reference fingerprint of {granules[0].name} written to {opts.save_reference}")
 
     rounds = opts.timing_rounds
-    earlier_pauses: dict[str, list[dict[str, Any]]] = {g.name: [] for g in granules}
-    for r in range(rounds - 1):  # all rounds but the last: steps/rounds each, then the lock goes to the others
-        for g in granules:
-            with instrument.quiet_gc() as pauses, measuring(lock, g, f"timed steps, round {r + 1} of {rounds}"):
-                share = _round_share(opts.steps, rounds, r)
-                g.time_variants(share, opts.warmup, progress, append=True)
-                g.time_chained_steps(share, progress)
-            earlier_pauses[g.name].append(pauses.to_json())
-        if lock is not None:
+    pauses_of: dict[str, list[dict[str, Any]]] = {g.name: [] for g in granules}
+    for r in range(rounds):  # steps/rounds each, then the lock goes to the others; the last round measures the rest
+        last = r == rounds - 1
+        if r and lock is not None:
             time.sleep(ROUND_PAUSE_S)  # a waiting process takes the lock before this one asks again
-    for g in granules:
-        what = "warm-up, timed steps" + (f" (round {rounds} of {rounds})" if rounds > 1 else "") + (", profile" if opts.profile_steps else "")
-        with instrument.quiet_gc() as pauses, measuring(lock, g, what):  # collect before holding the GPU
-            share = _round_share(opts.steps, rounds, rounds - 1)
-            g.time_variants(share, opts.warmup, progress, append=rounds > 1)
-            g.time_chained_steps(share, progress)
-            g.measure_busy(opts.steps, progress)  # GPU backends: the idle fraction per substep
-            if opts.profile_steps:
-                g.profile(opts.profile_steps, progress)
-            if opts.graph_replay:  # last: a backend whose work a capture cannot hold may leave errors behind
-                g.time_graph_replay(opts.steps, progress)
-                for variant, r in g.result.graph_replay.items():
-                    if "replay_ms" not in r:  # the reason is the finding: which operation, or that the result differs
-                        log(f"{g.name}, {variant} substep replayed: {r.get('capture_error', 'not bit-identical with a normal call')}")
-        g.result.gc_pauses = _summed_pauses([*earlier_pauses[g.name], pauses.to_json()])
-        # only icoforge's programs carry kernel IR: a peer's floors would all be 0
-        if opts.floors_steps and not g.name.startswith("icoforge"):
-            log(f"{g.name}: no byte floors (--floors-steps needs an icoforge backend's kernel IR)")
-        elif opts.floors_steps and floor_model is not None:
-            progress(f"byte floors: {g.name}", 0, 0)
-            with measuring(lock, g, "byte floors (recorded steps, copy bandwidth)"):
-                g.result.floors = floor_model(g, opts.floors_steps)
-            log(f"{g.name}: floors per dycore step " + ", ".join(f"{k} {v:.2f} ms" for k, v in g.result.floors["floors_ms"].items()))
+        for g in granules:
+            what = "warm-up, timed steps" + (f" (round {r + 1} of {rounds})" if rounds > 1 else "") + (", profile" if last and opts.profile_steps else "")
+            with instrument.quiet_gc() as pauses, measuring(lock, g, what):  # collect before holding the GPU
+                share = _round_share(opts.steps, rounds, r)
+                g.time_variants(share, opts.warmup, progress, append=rounds > 1)
+                g.time_chained_steps(share, progress)
+                if last:
+                    _measure_the_rest(g, opts, progress, log)
+            pauses_of[g.name].append(pauses.to_json())
+            if not last:
+                continue
+            g.result.gc_pauses = _summed_pauses(pauses_of[g.name])
+            # only icoforge's programs carry kernel IR: a peer's floors would all be 0
+            if opts.floors_steps and not g.name.startswith("icoforge"):
+                log(f"{g.name}: no byte floors (--floors-steps needs an icoforge backend's kernel IR)")
+            elif opts.floors_steps and floor_model is not None:
+                progress(f"byte floors: {g.name}", 0, 0)
+                with measuring(lock, g, "byte floors (recorded steps, copy bandwidth)"):
+                    g.result.floors = floor_model(g, opts.floors_steps)
+                log(f"{g.name}: floors per dycore step " + ", ".join(f"{k} {v:.2f} ms" for k, v in g.result.floors["floors_ms"].items()))
     return comparisons
+
+
+def _measure_the_rest(g: Granule, opts: GreenlineOptions, progress: Progress, log: Callable[[str], None]) -> None:
+    """After the last round's timed steps, still holding the lock: the GPU's idle fraction, the
+    per-program profile and the graph replays."""
+    g.measure_busy(opts.steps, progress)  # GPU backends: the idle fraction per substep
+    if opts.profile_steps:
+        g.profile(opts.profile_steps, progress)
+    if opts.graph_replay:  # last: a backend whose work a capture cannot hold may leave errors behind
+        g.time_graph_replay(opts.steps, progress)
+        for variant, r in g.result.graph_replay.items():
+            if "replay_ms" not in r:  # the reason is the finding: which operation, or that the result differs
+                log(f"{g.name}, {variant} substep replayed: {r.get('capture_error', 'not bit-identical with a normal call')}")
 
 
 ROUND_PAUSE_S = 0.5  # between timing rounds: long enough for a process blocked on the lock to get it

@@ -20,8 +20,12 @@ class CheckResult:
     verdict: str  # "bitwise" | "tolerance" | "failed"
     lines: list[str]
     session: run.Session
-    reference: str
-    stored_meta: dict[str, Any]  # the stored run's configuration (grid, levels, steps, ...)
+    stored_meta: dict[str, Any]  # the stored run's configuration (grid, levels, steps, backend, ...)
+
+    @property
+    def reference(self) -> str:
+        """The backend that made the stored results."""
+        return self.stored_meta["backend"]
 
 
 def stored_run_meta(meta: dict[str, Any]) -> dict[str, Any]:
@@ -64,7 +68,7 @@ def run_check(backend_name: str, progress: Callable[[str], None], *, path: pathl
              f"{meta['dtime_s']:g} s, by {meta['backend']} ({meta['recorded']})")
     session, fields = run_and_collect(stored_run_meta(meta), backend_name, progress, verbose=verbose, tamper=tamper)
     verdict, lines = store.compare(stored, fields)
-    return CheckResult(verdict, lines, session, meta["backend"], meta)
+    return CheckResult(verdict, lines, session, meta)
 
 
 def record(backend_name: str, meta: dict[str, Any], out: pathlib.Path, progress: Callable[[str], None]) -> dict:

@@ -45,12 +45,13 @@ TAG=$GRID-$LEVELS
 GL="python3 -m icoforge greenline --grid $GRID --levels $LEVELS --steps ${STEPS:-20} --warmup 2 --profile-steps 2 --timing-rounds ${ROUNDS:-1} --only-used-variants --gpu-lock $LOCK ${GL_ARGS:-}"
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv > $W/clocks-start.csv
 
+[ "${INLINE_OFF_RUN:-0}" = 1 ] && AB=${AB:-'inline-off={"inline": "off"}'}
+
 # GPU memory: every greenline process holds its own grid, fields and pools. Measured per process:
 # R2B6/80 27-31 GB (session 35: three on an 80 GB H100 ran out, ours died at its verification
 # substeps after the whole setup). Refuse before spending the call where the count cannot fit.
 NPROC=$(( ${OURS:-1} + $(wc -w <<< "${PEERS-dace_gpu}") + ${DEBUG_RUN:-1} ))
 for spec in "${AB:-}" "${AB2:-}" "${AB3:-}"; do [ -n "$spec" ] && NPROC=$((NPROC + 1)); done
-[ "${INLINE_OFF_RUN:-0}" = 1 ] && [ -z "${AB:-}" ] && NPROC=$((NPROC + 1))
 case "$GRID/$LEVELS" in R2B6/80) GB_EACH=31 ;; *) GB_EACH=0 ;; esac  # only what was measured
 GPU_GB=$(( $(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1) / 1024 ))
 if [ $GB_EACH -gt 0 ] && [ $(( NPROC * GB_EACH )) -gt $GPU_GB ]; then
@@ -70,7 +71,6 @@ fi
 for b in ${PEERS-dace_gpu}; do
   $GL --backend $b --save-reference $W/ref-$b-$TAG.json --json $W/gl-$TAG-$b.json > $W/gl-$TAG-$b.log 2>&1 &
 done
-[ "${INLINE_OFF_RUN:-0}" = 1 ] && AB=${AB:-'inline-off={"inline": "off"}'}
 AB=${AB:-}; AB2=${AB2:-}; AB3=${AB3:-}
 # ab_run SUFFIX: ours with AB$SUFFIX's schedule, AB${SUFFIX}_ENV's environment, AB${SUFFIX}_ARGS's arguments
 ab_run() {

@@ -124,11 +124,12 @@ def for_schedule(vendor: str, this_device: str | None, use_tuned: bool | str,
     holds when it has none of that device."""
     if not use_tuned:
         return ()
+    entries = load() if entries is None else entries
     if use_tuned is True:
         return for_device(vendor, this_device, entries)
     found = for_device(vendor, use_tuned, entries)
     if not found:
-        known = sorted({e.device for e in (load() if entries is None else entries) if e.vendor == vendor})
+        known = sorted({e.device for e in entries if e.vendor == vendor})
         raise ScheduleError(f"tuned: {use_tuned!r}: no {vendor} entries measured on that device; "
                             f"the database has: {', '.join(known) or 'none'}")
     return found
