@@ -64,6 +64,15 @@ def fuse_counts(name: str, grid: Any, schedule: ProgramSchedule, seed: int = 0) 
     return Counts.of(before), Counts.of(pipeline.fuse(before, schedule, tuned.dim_sizes_of(grid.connectivities)))
 
 
+def sweep_counts(name: str, grid: Any, schedule: ProgramSchedule, seed: int = 0) -> tuple[Counts, Counts]:
+    """(before the fuse pass, after it and the sweep pass) under `schedule` for CUDA, at the grid's sizes."""
+    from icoforge.backend.schedule import tuned
+
+    before = translated(name, grid, schedule.inline, seed)
+    fused = pipeline.fuse(before, schedule, tuned.dim_sizes_of(grid.connectivities))
+    return Counts.of(before), Counts.of(pipeline.fuse_sweeps(fused, schedule, "cuda"))
+
+
 def assert_transformed(what: str, before: Counts, after: Counts, expected: tuple[Counts, Counts]) -> None:
     """`before` and `after` are the expected counts, and the transformation removed kernels or
     temporaries (an expected table that says "no change" is refused too: that test would cover
@@ -97,6 +106,15 @@ FUSED = {
 }
 # `fuse: *` with `fuse_columns`: the tangential wind and the edge quantities reading it one level down
 COLUMN_FUSED = {"compute_horizontal_velocity_quantities_and_fluxes": {True: (_c(3, 0), _c(2, 0)), False: SAME}}
+
+# (program, `fuse`) -> (before fusion, after `fuse` and `fuse_sweeps: *`): the forward and backward
+# sweeps as one walk, their two coefficients (__tmp_4, __tmp_5) on chip
+SWEEP_FUSED = {
+    ("vertically_implicit_solver_at_predictor_step", ()): {True: (_c(8, 6), _c(7, 4)), False: SAME},
+    ("vertically_implicit_solver_at_predictor_step", ("*",)): {True: (_c(8, 6), _c(3, 3)), False: SAME},
+    ("vertically_implicit_solver_at_corrector_step", ()): {True: (_c(7, 6), _c(6, 4)), False: SAME},
+    ("vertically_implicit_solver_at_corrector_step", ("*",)): {True: (_c(7, 6), _c(3, 3)), False: SAME},
+}
 
 # program -> (inline "off", inline "all")
 INLINED = {

@@ -18,6 +18,7 @@ work (k-invariant prologue, scan state init) counts once per column.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -246,6 +247,8 @@ def kernel_cost(
     extents: Mapping[str, tuple[tuple[int, int], ...]] | None = None,
 ) -> KernelCost:  # fmt: skip
     extents = extents if extents is not None else field_extents(program, sizes)
+    if k.then is not None:
+        return _sweeps_cost(k, program, sizes, executed, extents)
     env = dict(sizes.scalars)
     for p, v in k.args:
         env[p.name] = evaluate(v, env, sizes.fields)
@@ -294,6 +297,32 @@ def kernel_cost(
         flops=kernel_flops(k, nh, nk),  # listed even when not executed; totals skip it
         traffic=tuple(traffic),
     )
+
+
+def _sweeps_cost(
+    k: ir.Kernel, program: ir.ProgramIR, sizes: CallSizes, executed: bool, extents: Mapping[str, tuple[tuple[int, int], ...]]
+) -> KernelCost:  # fmt: skip
+    """A sweep-fused kernel: its walks' costs as one kernel's. The on-chip temporaries move no
+    bytes; a field several walks touch counts once per mode over the union of their ranges."""
+    chip = {t.name for t in k.on_chip}
+    walks = [kernel_cost(w, program, sizes, executed, {**extents, **{t.name: () for t in k.on_chip}}) for w in k.walks()]
+    merged: dict[tuple[str, str], Traffic] = {}
+    for t in (t for w in walks for t in w.traffic if t.name not in chip):
+        old = merged.get((t.name, t.mode))
+        if old is not None:
+            box = tuple((min(a[0], b[0]), max(a[1], b[1])) for a, b in zip(old.box, t.box))
+            n = math.prod(hi - lo for lo, hi in box)
+            t = Traffic(t.name, t.mode, n, n * (t.bytes // t.elements if t.elements else 0), box)
+        merged[(t.name, t.mode)] = t
+    traffic = tuple(merged.values())
+    first = walks[0]
+    return dataclasses.replace(
+        first, name=k.name, executed=first.executed, k_levels=max(w.k_levels for w in walks),
+        bytes_read=sum(t.bytes for t in traffic if t.mode in ("read", "table")),
+        bytes_written=sum(t.bytes for t in traffic if t.mode == "write"),
+        table_bytes=sum(t.bytes for t in traffic if t.mode == "table"),
+        flops=sum(w.flops for w in walks), traffic=traffic,
+    )  # fmt: skip
 
 
 def program_cost(program: ir.ProgramIR, sizes: CallSizes) -> ProgramCost:

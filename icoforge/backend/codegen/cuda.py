@@ -253,14 +253,24 @@ def stride_set_comments(k: ir.Kernel, program: ir.ProgramIR) -> list[str]:
 class DeviceRenderer(ExprRenderer):
     """Device expressions; lookups of staged tables at the kernel's own point read shared memory."""
 
-    def __init__(self, staged: dict[str, int]):
+    def __init__(self, staged: dict[str, int], on_chip: dict[str, tuple[int, int]] | None = None):
         super().__init__("", device=True)
         self.staged = staged  # table -> columns
+        self.on_chip = on_chip or {}  # a sweep-fused kernel's on-chip temporary -> (first level, its position in the index)
 
     def r_Table(self, e: ir.Table) -> str:
         if e.table in self.staged and isinstance(e.row, ir.HIndex):
             return f"{cname(e.table)}_sh[icf_i_sh * {self.staged[e.table]} + {e.col}]"
         return super().r_Table(e)
+
+    def chip_slot(self, field: str, level: str) -> str:
+        """This thread's slot of an on-chip temporary at `level`: levels apart by a block's width."""
+        return f"{cname(field)}_oc[({level} - {self.on_chip[field][0]}) * blockDim.x + threadIdx.x]"
+
+    def r_Load(self, e: ir.Load) -> str:
+        if e.field in self.on_chip:
+            return self.chip_slot(e.field, self(e.index[self.on_chip[e.field][1]]))
+        return super().r_Load(e)
 
 
 def _level_loop(body: list[str], ind: str, idx: str, unroll: int, first: str, end: str, forward: bool = True) -> list[str]:
@@ -289,13 +299,17 @@ def render_kernel_gpu(k: ir.Kernel, program: ir.ProgramIR, launch: KernelLaunch,
     bx = launch.block[0]
     hpt = launch.h_per_thread
     staged = {t: cols for t, cols, _ in launch.smem}
-    r = DeviceRenderer(staged)
+    kinds = dict(program.dim_kinds)
+    on_chip = {t.name: (t.domain.constant_levels()[0], next(d for d, dim in enumerate(t.dims) if kinds.get(dim) == "vertical"))
+               for t in k.on_chip}  # fmt: skip
+    r = DeviceRenderer(staged, on_chip)
     shared = launch.schedule.stride_sets
     if shared:
         r.stride_sets = {cname(m): (st.name, st.unit) for st in stride_sets(k, program) for m in st.members}
-    kinds = dict(program.dim_kinds)
 
     def store(field: str, value: str) -> str:
+        if field in on_chip:
+            return f"{r.chip_slot(field, 'k')} = {value};"
         f = program.field(field)
         index = tuple(ir.HIndex() if kinds[d] == "horizontal" else ir.KIndex() for d in f.dims)
         return f"{cname(field)}[{r.offset(cname(field), index)}] = {value};"
@@ -311,6 +325,10 @@ def render_kernel_gpu(k: ir.Kernel, program: ir.ProgramIR, launch: KernelLaunch,
     lines += _block_lines(launch, idx, ind)
     if staged:  # shared memory staging: every thread of the block takes part, then one barrier
         lines += _staging_lines(launch, program, r, idx, ind)
+    for t in k.on_chip:  # sweep fusion: each thread's column of the values one walk hands the next
+        lo, hi = t.domain.constant_levels()
+        lines.append(f"{ind}__shared__ {r.ctype(t.dtype)} {cname(t.name)}_oc[{(hi - lo + 1) * bx}];  "
+                     f"// {t.name}: levels [{lo}, {hi}] x {bx} columns, on chip between the walks")  # fmt: skip
     lines += _level_range_lines(launch, idx, ind)
 
     def point(ind: str) -> list[str]:
@@ -412,6 +430,16 @@ def _point_lines(k: ir.Kernel, launch: KernelLaunch, r: ExprRenderer, store, idx
             out += _level_loop(inner, ind, idx, unroll, "k0", "k1", k.forward)
         else:
             out += render_stmts(k.body, r, ind, store)
+        if k.then is not None:  # sweep fusion: the same column walked again, in a scope of its own
+            then = k.then
+            lo, hi = then.domain.constant_levels()
+            out.append(f"{ind}{{  // then {then.name}: {'forward' if then.forward else 'backward'} over levels [{lo}, {hi}]")
+            out += render_stmts(then.prologue, r, ind + "  ", store)
+            for st in then.state:
+                out.append(f"{ind}  {r.ctype(st.var.dtype)} {cname(st.var.name)} = {r(st.init)};")
+            inner = render_stmts(then.body, r, ind + "    ", store)
+            out += _level_loop(inner, ind + "  ", idx, unroll, str(lo), str(hi + 1), then.forward)
+            out.append(f"{ind}}}")
     else:  # no level loop
         if k.domain.k_start is not None:  # pragma: no cover - a map over levels is map2d/vmap
             raise AssertionError(kind)

@@ -17,6 +17,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Union
 
+from icoforge.backend.ir.dtypes import ITEMSIZE
+
 # dtype names are GT4Py's scalar kind names, lower case: float64, float32, int32, int64, bool, ...
 FLOAT_DTYPES = ("float64", "float32")
 
@@ -351,6 +353,12 @@ class Kernel:
     with `Let(var, new_value, declared=True)` for each; `forward` gives the k direction. `column`:
     walked like a scan (one thread per column, levels in order) even without state (fuse.py's
     column fusion).
+
+    `then` (sweep fusion, passes/sweeps.py): after its own walk, the same thread walks its column
+    again as that scan (same columns; its own levels, direction, state and prologue; its host
+    arguments kept apart from these by name). `on_chip`: temporaries the walks pass to each other
+    in per-column on-chip storage (shared memory), never in memory; the kernel owns them, so
+    they are not among the program's temporaries and not among `fields_read`/`fields_written`.
     """
 
     name: str
@@ -361,10 +369,23 @@ class Kernel:
     forward: bool = True
     prologue: tuple[Stmt, ...] = ()  # k-invariant statements, run once per column before the k loop
     column: bool = False
+    then: Kernel | None = None
+    on_chip: tuple[Temporary, ...] = ()
 
     @property
     def is_scan(self) -> bool:
         return bool(self.state) or self.column
+
+    def walks(self) -> tuple[Kernel, ...]:
+        """The column walks one thread makes, in order: this kernel's own (without `then`), then
+        `then`'s. One walk for every kernel but a sweep-fused one."""
+        if self.then is None:
+            return (self,)
+        return (dataclasses.replace(self, then=None), *self.then.walks())
+
+    def column_bytes(self) -> int:
+        """Shared memory one column's on-chip values take (levels x item size of each)."""
+        return sum((t.domain.constant_levels()[1] - t.domain.constant_levels()[0] + 1) * ITEMSIZE[t.dtype] for t in self.on_chip)
 
     def all_stmts(self) -> tuple[Stmt, ...]:
         return self.prologue + self.body
@@ -373,12 +394,18 @@ class Kernel:
         yield from walk_body_exprs(self.all_stmts())
         for st in self.state:
             yield from st.init.walk()
+        if self.then is not None:
+            yield from self.then.exprs()
 
     def fields_read(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(e.field for e in self.exprs() if isinstance(e, Load)))
+        chip = {t.name for t in self.on_chip}
+        return tuple(dict.fromkeys(e.field for e in self.exprs() if isinstance(e, Load) and e.field not in chip))
 
     def fields_written(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(s.field for s in walk_stmts(self.body) if isinstance(s, Store)))
+        chip = {t.name for t in self.on_chip}
+        own = (s.field for s in walk_stmts(self.body) if isinstance(s, Store) and s.field not in chip)
+        later = self.then.fields_written() if self.then is not None else ()
+        return tuple(dict.fromkeys((*own, *(f for f in later if f not in chip))))
 
     def tables_used(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(e.table for e in self.exprs() if isinstance(e, Table)))
@@ -393,6 +420,8 @@ class Kernel:
     def __str__(self) -> str:
         kind = f"scan({'forward' if self.forward else 'backward'})" if self.is_scan else "map"
         lines = [f"kernel {self.name}: {kind} over {self.domain}"]
+        for t in self.on_chip:
+            lines.append(f"  on chip {t.dtype} {t.name} over {t.domain} (per column, shared memory)")
         for p, v in self.args:
             lines.append(f"  arg {p.dtype} {p.name} = {v}")
         for st in self.state:
@@ -402,6 +431,9 @@ class Kernel:
             lines.extend(_fmt_stmts(self.prologue, "    "))
             lines.append("  per level:")
         lines.extend(_fmt_stmts(self.body, "  "))
+        if self.then is not None:  # the next walk of the same column, by the same thread
+            then = str(dataclasses.replace(self.then, name=f"then ({self.then.name})")).splitlines()
+            lines += [f"  {line}" for line in then]
         return "\n".join(lines)
 
 
@@ -479,6 +511,10 @@ class ProgramIR:
         for p in (*self.params, *self.temporaries):
             if isinstance(p, (FieldParam, Temporary)) and p.name == name:
                 return p
+        for k in self.kernels():  # a sweep-fused kernel's on-chip temporaries
+            for t in k.on_chip:
+                if t.name == name:
+                    return t
         raise KeyError(name)
 
     def __str__(self) -> str:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from icoforge.backend.ir import ir
@@ -160,7 +161,24 @@ class Requirement:
 def bounds_requirements(kernel: ir.Kernel, program: ir.ProgramIR, sized_dims: set[str]) -> list[Requirement]:
     """What every target's host side checks before launching `kernel`: its table rows and the
     unconditional accesses of its fields; `sized_dims`: dimensions whose size the host knows at
-    run time. `Requirement.field` names a field or a table."""
+    run time. `Requirement.field` names a field or a table. A sweep-fused kernel: each walk's,
+    a later walk's levels as numbers (its level bounds are constants, not the kernel's k0/k1), its
+    on-chip temporaries left out (they are in no memory)."""
+    if kernel.then is not None:
+        chip = {t.name for t in kernel.on_chip}
+        first, *later = kernel.walks()
+        out = [r for r in bounds_requirements(first, program, sized_dims) if r.field not in chip]
+        for w in later:
+            lo, hi = w.domain.constant_levels()
+            for r in bounds_requirements(w, program, sized_dims):
+                if r.field in chip:
+                    continue
+                if r.lo == "k0":
+                    r = dataclasses.replace(r, lo=lo + r.lo_offset, lo_offset=0)
+                if r.hi == "k1":
+                    r = dataclasses.replace(r, hi=hi + 1 + r.hi_offset, hi_offset=0)
+                out.append(r)
+        return list(dict.fromkeys(out))
     tables = {t.name: t for t in program.tables}
     # the kernel's own rows of every table indexed by its horizontal point (checked first: the
     # table ranges below are scanned from those rows)
@@ -198,6 +216,8 @@ def reads_in_place(kernel: ir.Kernel, program: ir.ProgramIR, read: str) -> bool:
     anything writes it, and reads no other thread's point, so the result is GT4Py's (the
     statement's inputs read before its outputs are written). icon4py's tracer updates are such
     kernels (`tracer_new = tracer_now + ...`, one field passed as both)."""
+    if kernel.then is not None:  # a sweep-fused kernel's later walk reads after its first has written
+        return False
     dims = program.field(read).dims
     kinds = dict(program.dim_kinds)
     d = kernel.domain

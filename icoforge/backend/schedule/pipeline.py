@@ -2,7 +2,7 @@
 
     GTIR --GT4Py's passes--> GTIR --lower--> kernel IR
          --forward--> --inline(policy)--> --hoist--> --order-->   (every target: `translate_passes`)
-         --fuse--> plan(schedule) --per-launch hoist-->            (GPU targets: `gpu_passes`)
+         --fuse--> --sweeps--> plan(schedule) --per-launch hoist--> (GPU targets: `gpu_passes`)
          --> printers (codegen/cpp.py, codegen/cuda.py), which print and do not transform
 
 The first passes depend on the program and the schedule's inline policy (`ProgramSchedule.inline`,
@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 
-from icoforge.backend.passes import forward, hoist, inline, order
+from icoforge.backend.passes import forward, hoist, inline, order, sweeps
 from icoforge.backend.ir import ir
 from icoforge.backend.schedule import tuned
 from icoforge.backend.passes.fuse import fuse_kernels
@@ -81,6 +81,22 @@ def fuse(
     return fuse_kernels(program, schedule.fuse_columns, walk_ok if limit else None)
 
 
+def fuse_sweeps(
+    program: ir.ProgramIR, schedule: ProgramSchedule, vendor: str, decisions: list[tuned.Decision] | None = None
+) -> ir.ProgramIR:  # fmt: skip
+    """A scan and the scan after it as one walk per column, where the schedule's `fuse_sweeps` names
+    the program (passes/sweeps.py); a pair whose on-chip values do not fit the vendor's shared
+    memory is a decision appended to `decisions`."""
+    if not schedule.fuses_sweeps(program.name):
+        return program
+
+    def refused(a: ir.Kernel, b: ir.Kernel, why: str) -> None:
+        if decisions is not None:
+            decisions.append(tuned.Decision(f"{a.name} + {b.name}", tuned.NOT_FUSED, why))
+
+    return sweeps.fuse_sweeps(program, schedule.smem_limit(vendor), refused)
+
+
 def hoist_per_launch(program: ir.ProgramIR, launches: dict[str, KernelLaunch]) -> ir.ProgramIR:
     """Level-invariant field loads out of the level loop of kernels whose threads walk several
     levels (k_per_thread > 1). Kernel names, kinds and parameters stay, so `launches` stay valid."""
@@ -100,7 +116,7 @@ def gpu_passes(
     resolved once; ScheduleError before any code is generated. With the call's horizontal
     `dim_sizes`, the schedule's tuned entries apply where they hold (tuned.py; a decision per
     tuned kernel is appended to `decisions`)."""
-    scheduled = fuse(program, schedule, dim_sizes, decisions)
+    scheduled = fuse_sweeps(fuse(program, schedule, dim_sizes, decisions), schedule, vendor, decisions)
     if dim_sizes is not None:
         schedule, said = tuned.applied(schedule, scheduled, dim_sizes)
         if decisions is not None:
@@ -121,6 +137,7 @@ def stages(
         out.append((p.name, p.what, p.run(out[-1][2], policy)))
     if schedule is not None and vendor is not None:
         scheduled, final, _ = gpu_passes(out[-1][2], schedule, vendor, dim_sizes)
-        out.append(("fuse", "neighbouring maps over one domain merged, a map run in the scan before it (schedule's `fuse`)", scheduled))
+        out.append(("fuse", "neighbouring maps over one domain merged, a map run in the scan before it (schedule's `fuse`); "
+                    "a scan and the scan after it as one walk, values between them on chip (`fuse_sweeps`)", scheduled))
         out.append(("hoist per launch", "level-invariant loads out of level loops (k_per_thread > 1)", final))
     return out

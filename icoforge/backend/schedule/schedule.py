@@ -205,6 +205,10 @@ class ProgramSchedule:
     # other in one thread per column, so a grid with fewer columns than the GPU holds threads
     # leaves it underfilled (fuse.py; the default's value: VENDOR_SCAN_MIN_COLUMNS)
     fuse_scan_min_columns: int = 0
+    # programs whose scans hand values to the scan after them, in one thread per column (the
+    # solvers' forward and backward sweeps; passes/sweeps.py): one launch walks both, the values
+    # between them in shared memory, not memory; "*": every program. Independent of `fuse`
+    fuse_sweeps: tuple[str, ...] = ()
     # floating-point contraction (a*b + c as one fused multiply-add, CUDA's --fmad=true, HIP's
     # -ffp-contract=fast), as nvcc's and DaCe's builds do by default. Off by default: without it
     # the GPU code agrees with the CPU target and gtfn_cpu to the last bit on most programs; on it
@@ -235,6 +239,10 @@ class ProgramSchedule:
         if not isinstance(fuse, (list, tuple)) or not all(isinstance(p, str) and p for p in fuse):
             raise ScheduleError(f"fuse: a list of program names (or \"*\"), got {self.fuse!r}")
         object.__setattr__(self, "fuse", tuple(sorted(set(fuse))))
+        sweeps = (self.fuse_sweeps,) if isinstance(self.fuse_sweeps, str) else self.fuse_sweeps
+        if not isinstance(sweeps, (list, tuple)) or not all(isinstance(p, str) and p for p in sweeps):
+            raise ScheduleError(f"fuse_sweeps: a list of program names (or \"*\"), got {self.fuse_sweeps!r}")
+        object.__setattr__(self, "fuse_sweeps", tuple(sorted(set(sweeps))))
         if not isinstance(self.fuse_columns, bool):
             raise ScheduleError(f"fuse_columns: true or false, got {self.fuse_columns!r}")
         if not isinstance(self.fp_contract, bool):
@@ -247,6 +255,9 @@ class ProgramSchedule:
 
     def fuses(self, program: str) -> bool:
         return ALL_PROGRAMS in self.fuse or program in self.fuse
+
+    def fuses_sweeps(self, program: str) -> bool:
+        return ALL_PROGRAMS in self.fuse_sweeps or program in self.fuse_sweeps
 
     def for_kernel(self, name: str, program: str | None = None) -> Schedule:
         found = dict(self.per_kernel).get(name)
@@ -277,6 +288,8 @@ class ProgramSchedule:
             d["fuse_columns"] = True
         if self.fuse_scan_min_columns:
             d["fuse_scan_min_columns"] = self.fuse_scan_min_columns
+        if self.fuse_sweeps:
+            d["fuse_sweeps"] = list(self.fuse_sweeps)
         if self.fp_contract:
             d["fp_contract"] = True
         if self.inline != "auto":
@@ -288,7 +301,7 @@ class ProgramSchedule:
     @classmethod
     def from_json(cls, d: dict) -> "ProgramSchedule":
         keys = ("default", "per_kernel", "per_program", "smem_limit_bytes", "fuse", "fuse_columns", "fuse_scan_min_columns",
-                "fp_contract", "inline", "tuned")
+                "fuse_sweeps", "fp_contract", "inline", "tuned")
         if unknown := set(d) - set(keys):
             raise ScheduleError(f"unknown program-schedule keys {sorted(unknown)}; valid: {', '.join(keys)}")
         return cls(
@@ -299,6 +312,7 @@ class ProgramSchedule:
             fuse=d.get("fuse", ()),
             fuse_columns=d.get("fuse_columns", False),
             fuse_scan_min_columns=d.get("fuse_scan_min_columns", 0),
+            fuse_sweeps=d.get("fuse_sweeps", ()),
             fp_contract=d.get("fp_contract", False),
             inline=d.get("inline", "auto"),
             use_tuned=d.get("tuned", False),
@@ -409,6 +423,7 @@ class KernelLaunch:
     k_unroll: int  # 1 where not applicable
     h_per_thread: int  # 1 where not applicable
     smem: tuple[tuple[str, int, int], ...]  # (table, columns, bytes per entry) staged in shared memory
+    column_bytes: int = 0  # a sweep-fused kernel's on-chip values per column (passes/sweeps.py)
 
     @property
     def threads(self) -> int:
@@ -417,7 +432,7 @@ class KernelLaunch:
     @property
     def smem_bytes(self) -> int:
         bx = self.block[0]
-        return sum(self.h_per_thread * bx * cols * size for _, cols, size in self.smem)
+        return sum(self.h_per_thread * bx * cols * size for _, cols, size in self.smem) + bx * self.column_bytes
 
     def describe(self) -> str:
         s = self.schedule
@@ -426,7 +441,7 @@ class KernelLaunch:
             h_per_thread=self.h_per_thread, smem_tables=tuple(t for t, _, _ in self.smem),
         )  # fmt: skip
         text = eff.describe()
-        if self.smem:
+        if self.smem or self.column_bytes:
             text += f" ({self.smem_bytes} B shared)"
         return text
 
@@ -468,8 +483,13 @@ def check_kernel(
     else:  # a scan walks its column; a kernel without levels has no level loop
         unroll = s.k_unroll if kernel.is_scan and kernel.domain.k_start is not None else 1
     hpt = s.h_per_thread if has_h else 1
-
-    own = own_row_tables(kernel) if has_h else ()
+    column_bytes = kernel.column_bytes()
+    if column_bytes:
+        # a sweep-fused kernel: one column per thread, and as many columns per block as its on-chip
+        # values fit (a multiple of 32; the fuse pass made sure 32 do)
+        limit = smem_limit if smem_limit is not None else SMEM_LIMIT_BYTES[vendor]
+        fit = max(32, (limit // column_bytes) // 32 * 32)
+        block, hpt = (min(block[0], fit), 1), 1
     if ALL_TABLES in s.smem_tables:
         staged = own
     else:
@@ -487,7 +507,7 @@ def check_kernel(
         staged = tuple(staged)
     infos = {t.name: t for t in program.tables}
     smem = tuple((t, infos[t].max_neighbors, ITEMSIZE[infos[t].dtype]) for t in staged)
-    launch = KernelLaunch(s, kind, block, kpt, unroll, hpt, smem)
+    launch = KernelLaunch(s, kind, block, kpt, unroll, hpt, smem, column_bytes)
 
     limit = smem_limit if smem_limit is not None else SMEM_LIMIT_BYTES[vendor]
     if vendor == "cuda" and limit > SMEM_LIMIT_BYTES["cuda"]:
@@ -496,7 +516,8 @@ def check_kernel(
             f"{SMEM_LIMIT_BYTES['cuda']} B per block (dynamic shared memory is not implemented)"
         )
     if launch.smem_bytes > limit:
-        detail = " + ".join(f"{t}: {hpt}x{block[0]} rows x {c} x {b} B" for t, c, b in smem)
+        detail = " + ".join([f"{t}: {hpt}x{block[0]} rows x {c} x {b} B" for t, c, b in smem]
+                            + ([f"on-chip values: {block[0]} columns x {column_bytes} B"] if column_bytes else []))  # fmt: skip
         raise ScheduleError(
             f"{where}: staged tables need {launch.smem_bytes} B of shared memory ({detail}), "
             f"beyond the limit of {limit} B per block; use fewer tables, a smaller block or h_per_thread"
