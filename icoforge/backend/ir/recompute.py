@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from icoforge.backend.ir import ir
+from icoforge.backend.ir import ir, renaming
 
 
 def own_point(e: ir.Expr, dims: tuple[str, ...], kinds: dict[str, str]) -> bool:
@@ -276,7 +276,7 @@ class _Copies:
         mapping = {name: self.fresh(f"{name}_{tag}") for name in self.defined}
         var = ir.Var(self.fresh(tag), self.prod.dtype)
         copy = (*self.prod.stmts, ir.Let(var, self.prod.converted(self.prod.value)))
-        return ir.rewrite_stmts(ir.rename_vars(copy, mapping), _to_point(*self.prod.point(load))), var
+        return ir.rewrite_stmts(renaming.rename_vars(copy, mapping), _to_point(*self.prod.point(load))), var
 
 
 def _rewritten(stmts: tuple[ir.Stmt, ...], copies: _Copies, known: dict[ir.Load, ir.Var]) -> tuple[ir.Stmt, ...]:
@@ -329,7 +329,7 @@ def with_args(reader: ir.Kernel, prod: Producer, taken: set[str]) -> tuple[ir.Ke
 def inlined_into(reader: ir.Kernel, prod: Producer, program_names: set[str]) -> ir.Kernel:
     """`reader` recomputing `prod`'s temporary wherever it loaded it."""
     reader, prod = with_args(reader, prod, program_names)
-    copies = _Copies(prod, ir.variables(reader.all_stmts()) | {s.var.name for s in reader.state} | program_names)
+    copies = _Copies(prod, renaming.variables(reader.all_stmts()) | {s.var.name for s in reader.state} | program_names)
 
     def expr_only(x: ir.Expr) -> ir.Expr:
         return prod.expression_at(x) if isinstance(x, ir.Load) and x.field == prod.field else x

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from gt4py.next.iterator import ir as itir
 from gt4py.next.iterator.ir_utils import common_pattern_matcher as cpm, ir_makers as im
 
-from icoforge.backend.ir import ir
+from icoforge.backend.ir import ir, renaming
 from icoforge.backend.ir.recompute import own_point
 from icoforge.backend.lowering.lower_values import (
     ArgValue,
@@ -413,7 +413,7 @@ def _scans_into_targets(pl: "ProgramLowering", steps: list[ir.Kernel], targets: 
                 continue
             if any(dst in (*k.fields_read(), *k.fields_written()) for k in steps[p_pos + 1 : c_pos]):
                 continue
-            moved = dataclasses.replace(p, body=ir.rename_stores(p.body, {src: dst}))
+            moved = dataclasses.replace(p, body=renaming.rename_stores(p.body, {src: dst}))
             if dst in p.fields_read() and not _reads_before_stores(moved, dst, pl):
                 continue
             steps[p_pos] = moved

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from icoforge.backend.ir import ir
+from icoforge.backend.ir import ir, renaming
 from icoforge.backend.ir.recompute import own_point
 
 
@@ -135,7 +135,7 @@ def _store_in_place(program: ir.ProgramIR, p_pos: int, c_pos: int, store: ir.Sto
     """The producer of temporary `src` stores into output `dst`; readers of `src` read `dst`."""
     steps = list(program.steps)
     steps[c_pos] = _drop_store(steps[c_pos], store)
-    steps[p_pos] = dataclasses.replace(steps[p_pos], body=ir.rename_stores(steps[p_pos].body, {src: dst}))
+    steps[p_pos] = dataclasses.replace(steps[p_pos], body=renaming.rename_stores(steps[p_pos].body, {src: dst}))
     steps = [_rename_loads(s, src, dst) if isinstance(s, ir.Kernel) else s for s in steps]
     return _finish(program, steps, src)
 

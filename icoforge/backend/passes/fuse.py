@@ -49,7 +49,7 @@ import dataclasses
 import re
 from collections.abc import Callable
 
-from icoforge.backend.ir import ir, recompute
+from icoforge.backend.ir import ir, recompute, renaming
 from icoforge.backend.ir.recompute import own_point
 
 _MEMBER = re.compile(r"^(.*)_k(\d+)$")
@@ -158,8 +158,8 @@ def merge(a: ir.Kernel, b: ir.Kernel) -> ir.Kernel:
     b = _args_apart(a, b)
     shared = _shared_prologue(a, b)
     prologue_b = tuple(s for s in b.prologue if not (isinstance(s, ir.Let) and s.var.name in shared))
-    taken = ir.variables(a.all_stmts())
-    own = ir.variables(prologue_b + b.body)
+    taken = renaming.variables(a.all_stmts())
+    own = renaming.variables(prologue_b + b.body)
     mapping: dict[str, str] = {}
     for name in sorted((own & taken) - shared):
         new, n = f"{name}_b", 1
@@ -171,8 +171,8 @@ def merge(a: ir.Kernel, b: ir.Kernel) -> ir.Kernel:
     return dataclasses.replace(
         a,
         name=_merged_name(a.name, b.name),
-        prologue=a.prologue + ir.rename_vars(prologue_b, mapping),
-        body=a.body + ir.rename_vars(b.body, mapping),
+        prologue=a.prologue + renaming.rename_vars(prologue_b, mapping),
+        body=a.body + renaming.rename_vars(b.body, mapping),
         args=tuple(args.values()),
     )
 
@@ -255,11 +255,11 @@ def merge_into_scan(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR) -> ir.Ker
     scan's top-level outputs at the level being computed, or the one finished just before, read
     registers."""
     la, lb = a.domain.constant_levels(), b.domain.constant_levels()
-    b = _state_apart(_args_apart(a, b), ir.variables(a.all_stmts()) | {st.var.name for st in a.state})
+    b = _state_apart(_args_apart(a, b), renaming.variables(a.all_stmts()) | {st.var.name for st in a.state})
     m = merge(a, _guarded(b, a.domain))  # b's levels may be fewer
     head, tail = list(m.body[: len(a.body)]), m.body[len(a.body):]
     state, updates = [*m.state, *b.state], []  # b's state: a scan joining a column walk
-    taken = ir.variables(m.all_stmts()) | {st.var.name for st in state}
+    taken = renaming.variables(m.all_stmts()) | {st.var.name for st in state}
     step = 1 if not a.forward else -1  # the level finished just before k is k + step
     stores = [s.field for s in ir.walk_stmts(a.body) if isinstance(s, ir.Store)]
     for pos, s in enumerate(list(head)):
@@ -301,11 +301,11 @@ def merge_into_scan(a: ir.Kernel, b: ir.Kernel, program: ir.ProgramIR) -> ir.Ker
 
 def _state_apart(b: ir.Kernel, taken: set[str]) -> ir.Kernel:
     """`b` with its state variables renamed away from `taken` (merge renames body variables only)."""
-    mapping = {st.var.name: _fresh(st.var.name, taken | ir.variables(b.all_stmts())) for st in b.state if st.var.name in taken}
+    mapping = {st.var.name: _fresh(st.var.name, taken | renaming.variables(b.all_stmts())) for st in b.state if st.var.name in taken}
     if not mapping:
         return b
     state = tuple(ir.ScanState(ir.Var(mapping.get(st.var.name, st.var.name), st.var.dtype), st.init) for st in b.state)
-    return dataclasses.replace(b, body=ir.rename_vars(b.body, mapping), prologue=ir.rename_vars(b.prologue, mapping), state=state)
+    return dataclasses.replace(b, body=renaming.rename_vars(b.body, mapping), prologue=renaming.rename_vars(b.prologue, mapping), state=state)
 
 
 def _loaded(program: ir.ProgramIR) -> set[str]:

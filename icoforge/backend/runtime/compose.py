@@ -34,7 +34,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from icoforge.backend.ir import ir
+from icoforge.backend.ir import ir, renaming
 from icoforge.backend.codegen.host import evaluate
 from icoforge.backend.ir.dtypes import DTYPES, ITEMSIZE
 from icoforge.errors import IcoforgeError
@@ -234,7 +234,7 @@ def _domain(d: ir.Domain, rw: _Rewrite) -> ir.Domain:
 
 def _kernel(k: ir.Kernel, call: int, rw: _Rewrite) -> ir.Kernel:
     def stmts(body: tuple[ir.Stmt, ...]) -> tuple[ir.Stmt, ...]:
-        return ir.rename_stores(ir.rewrite_stmts(body, rw.body), rw.fields)
+        return renaming.rename_stores(ir.rewrite_stmts(body, rw.body), rw.fields)
 
     return dataclasses.replace(
         k,

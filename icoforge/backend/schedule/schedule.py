@@ -457,6 +457,14 @@ def kernel_kind(kernel: ir.Kernel) -> str:
     return "hmap" if has_h else "single"
 
 
+def _sweep_fit(kernel: ir.Kernel, block: tuple[int, int], hpt: int, limit: int) -> tuple[tuple[int, int], int]:
+    """(block, h_per_thread): a sweep-fused kernel walks a column per thread, as many per block as
+    their on-chip values fit in `limit` bytes (a multiple of 32: the sweep pass made sure 32 do)."""
+    if not (column_bytes := kernel.column_bytes()):
+        return block, hpt
+    return (min(block[0], max(32, (limit // column_bytes) // 32 * 32)), 1), 1
+
+
 def check_kernel(
     kernel: ir.Kernel, program: ir.ProgramIR, s: Schedule, vendor: str, smem_limit: int | None = None, *, strict_tables: bool = True
 ) -> KernelLaunch:
@@ -482,14 +490,8 @@ def check_kernel(
         unroll = s.k_unroll if kpt > 1 else 1  # a chunk of one level has nothing to unroll
     else:  # a scan walks its column; a kernel without levels has no level loop
         unroll = s.k_unroll if kernel.is_scan and kernel.domain.k_start is not None else 1
-    hpt = s.h_per_thread if has_h else 1
-    column_bytes = kernel.column_bytes()
-    if column_bytes:
-        # a sweep-fused kernel: one column per thread, and as many columns per block as its on-chip
-        # values fit (a multiple of 32; the fuse pass made sure 32 do)
-        limit = smem_limit if smem_limit is not None else SMEM_LIMIT_BYTES[vendor]
-        fit = max(32, (limit // column_bytes) // 32 * 32)
-        block, hpt = (min(block[0], fit), 1), 1
+    block, hpt = _sweep_fit(kernel, block, s.h_per_thread if has_h else 1, smem_limit if smem_limit is not None else SMEM_LIMIT_BYTES[vendor])
+    own = own_row_tables(kernel) if has_h else ()
     if ALL_TABLES in s.smem_tables:
         staged = own
     else:
@@ -507,7 +509,7 @@ def check_kernel(
         staged = tuple(staged)
     infos = {t.name: t for t in program.tables}
     smem = tuple((t, infos[t].max_neighbors, ITEMSIZE[infos[t].dtype]) for t in staged)
-    launch = KernelLaunch(s, kind, block, kpt, unroll, hpt, smem, column_bytes)
+    launch = KernelLaunch(s, kind, block, kpt, unroll, hpt, smem, kernel.column_bytes())
 
     limit = smem_limit if smem_limit is not None else SMEM_LIMIT_BYTES[vendor]
     if vendor == "cuda" and limit > SMEM_LIMIT_BYTES["cuda"]:
@@ -517,7 +519,7 @@ def check_kernel(
         )
     if launch.smem_bytes > limit:
         detail = " + ".join([f"{t}: {hpt}x{block[0]} rows x {c} x {b} B" for t, c, b in smem]
-                            + ([f"on-chip values: {block[0]} columns x {column_bytes} B"] if column_bytes else []))  # fmt: skip
+                            + ([f"on-chip values: {block[0]} columns x {launch.column_bytes} B"] if launch.column_bytes else []))  # fmt: skip
         raise ScheduleError(
             f"{where}: staged tables need {launch.smem_bytes} B of shared memory ({detail}), "
             f"beyond the limit of {limit} B per block; use fewer tables, a smaller block or h_per_thread"
