@@ -33,6 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="schedule parameter for the GPU pages, e.g. block=256,1 k_per_thread=4 (repeatable)")  # fmt: skip
     p.add_argument("--diff", metavar="BLOCKX,BLOCKY",
                    help="unified diff of the generated GPU code against this block (or 'NAME=VALUE;...' settings)")  # fmt: skip
+    p.add_argument("--schedule", metavar="JSON|FILE", default="",
+                   help='program schedule of the GPU pages (ProgramSchedule JSON or a file), e.g. \'{"fuse_sweeps": ["*"]}\'; '
+                        "--set applies to its default; default: the vendor default")  # fmt: skip
     common_args.static_scalars(p)
     p.add_argument("--inline", default="auto", choices=("auto", "all", "off"),
                    help="temporaries recomputed in their readers: auto = where fewer bytes move (default), all, off")  # fmt: skip
@@ -108,7 +111,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     needs_grid = bool({"passes", "ir", "code", "pipeline"} & set(stages)) or args.diff is not None
     grid = _load_grid(args) if needs_grid else None
     pages = explain(args.program, grid, args.target, stages, args.settings, args.diff, static_params=args.static,
-                    inline_policy=args.inline)  # fmt: skip
+                    inline_policy=args.inline, schedule_text=args.schedule)  # fmt: skip
     color = None if args.color == "auto" else args.color == "always"
     render(pages, color=color, pager=args.pager)
     return 0

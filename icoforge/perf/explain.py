@@ -131,10 +131,12 @@ def ir_text(pir: Any, costs: Any, schedules: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def gpu_schedule(target: str, settings: Iterable[str] = (), inline_policy: str = "auto") -> Any:
-    from icoforge.backend.schedule.schedule import default_program_schedule
+def gpu_schedule(target: str, settings: Iterable[str] = (), inline_policy: str = "auto", schedule_text: str = "") -> Any:
+    """The GPU pages' schedule: `schedule_text` (ProgramSchedule JSON or a file, `--schedule`; ""
+    the vendor default) with `settings` on its default and the inline policy."""
+    from icoforge.backend.schedule.schedule import schedule_from_text
 
-    base = default_program_schedule(target)
+    base = schedule_from_text(schedule_text, target, "--schedule")
     return dataclasses.replace(base, default=base.default.with_settings(list(settings)), inline=inline_policy)
 
 
@@ -236,7 +238,7 @@ def diff_page(pir: Any, target: str, settings: list[str], other: list[str]) -> P
 def explain(
     program: str, grid: Any = None, target: str = "cuda", stages: Iterable[str] = STAGES,
     settings: Iterable[str] = (), diff: str | None = None, seed: int = 0, static_params: str = "icon4py",
-    inline_policy: str = "auto",
+    inline_policy: str = "auto", schedule_text: str = "",
 ) -> list[Page]:  # fmt: skip
     """Pages for `program`. `grid` (an icoforge grid) is needed from the "passes" stage on and for
     --diff; `settings` are schedule NAME=VALUE strings for the GPU pages; scalars (and the static
@@ -277,7 +279,7 @@ def explain(
 
             schedule = ProgramSchedule(inline=inline_policy)
         else:
-            schedule = gpu_schedule(target, settings, inline_policy)
+            schedule = gpu_schedule(target, settings, inline_policy, schedule_text)
         from icoforge.backend.schedule.tuned import dim_sizes_of
 
         dim_sizes = dim_sizes_of(inp.args.offset_provider)  # the fusions' column-count rule

@@ -111,3 +111,15 @@ def test_code_pages_say_which_fusion_the_grid_is_too_small_for(tiny_grid):
     assert "vert_impl_solv_pred_step_k7 + vert_impl_solv_pred_step_k9: not fused into one column walk" in refused.text
     titles = [p.title for p in pages]
     assert "CUDA of vert_impl_solv_pred_step_k7" in titles and not any("k7to9" in t for t in titles)
+
+
+def test_code_pages_of_a_given_schedule(tiny_grid, capsys):
+    """--schedule: the code pages as that program schedule compiles them (here the corrector's two
+    sweeps as one walk, their coefficients in shared memory); a bad one is refused before any page."""
+    rc = main(["explain", "vertically_implicit_solver_at_corrector_step", "--grid", "R2B3", "--levels", "10",
+               "--stage", "code", "--schedule", '{"fuse_sweeps": ["*"]}', "--color", "never"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0 and "======== [code] CUDA of vert_impl_solv_corr_step_k5to6 ========" in out
+    assert "__shared__ double __tmp_4_oc[" in out and "// then vert_impl_solv_corr_step_k6: backward" in out
+    assert main(["explain", "vertically_implicit_solver_at_corrector_step", "--stage", "code", "--schedule", '{"fuse_sweep": 1}']) != 0
+    assert "unknown program-schedule keys ['fuse_sweep']" in capsys.readouterr().err
