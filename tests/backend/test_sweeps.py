@@ -105,7 +105,7 @@ def test_a_guarded_read_of_levels_the_first_walk_wrote_is_fused():
 def test_values_that_do_not_fit_shared_memory_are_a_decision_not_an_error():
     p = program([forward_sweep(), backward_sweep()])
     said = []
-    kept = sweeps.fuse_sweeps(p, 32 * 4 * 8 - 1, lambda a, b, why: said.append((a.name, b.name, why)))
+    kept = sweeps.fuse_sweeps(p, 32 * 4 * 8 - 1, 32, lambda a, b, why: said.append((a.name, b.name, why)))
     assert names(kept) == ["p_k0", "p_k1"]
     assert said == [("p_k0", "p_k1", "not fused as one sweep: 32 B of on-chip values per column x 32 columns > 1,023 B of shared memory per block")]
     schedule = ProgramSchedule(fuse_sweeps=("p",), smem_limit_bytes=1023)
@@ -196,3 +196,19 @@ def test_the_byte_model_moves_no_bytes_for_values_on_chip(tiny_grid):
     coefficients = sum(t.bytes for k in before.kernels for t in k.traffic if t.name in chip)
     assert coefficients > 0 and not any(t.name in chip for k in after.kernels for t in k.traffic)
     assert before.bytes - after.bytes == coefficients
+
+
+def test_hip_with_stride_sets_sweep_fused_agrees_bit_for_bit_with_the_cpu_target(tiny_grid):
+    """The HIP default (256x1 blocks, stride sets, 64 KiB of LDS) with the corrector's sweeps fused:
+    the on-chip coefficients beside stride-set arguments, by emulation, equal to the CPU target."""
+    from icoforge.backend.runtime.emulate import make_emulated_backend
+    from icoforge.suite.catalogue import get_program
+    from icoforge.suite.verify import verify
+
+    name = "vertically_implicit_solver_at_corrector_step"
+    schedule = ProgramSchedule(default=VENDOR_DEFAULTS["hip"], fuse_sweeps=("*",))
+    (pair,) = [k for k in pipeline.fuse_sweeps(transform_counts.translated(name, tiny_grid), schedule, "hip").kernels() if k.on_chip]
+    assert pair.name == "vert_impl_solv_corr_step_k5to6"
+    res = verify(get_program(name), make_emulated_backend("hip", schedule), "icoforge-cpu", tiny_grid, seed=47, rtol=0.0, atol=0.0)
+    assert res.passed, res.summary()
+    assert all(o.written > 0 for o in res.outputs)

@@ -21,8 +21,9 @@ Two neighbouring top-level kernels `a` (a scan, or a column walk) then `b` (a sc
   level of its walk), that `b` reads in its own column only at levels `a` has written (conditions
   on the level followed), and that nothing else loads or stores (`a` does not read it back).
   Those temporaries leave the program and become the kernel's `on_chip` storage;
-* the on-chip storage of one column, times 32 columns, fits the vendor's shared memory per block
-  (`smem_limit`); otherwise a decision says why not.
+* the on-chip storage of one warp's columns (32; a CDNA wavefront's 64 for HIP) fits the vendor's
+  shared memory per block (`smem_limit`); otherwise a decision says why not (HIP at 80 levels:
+  64 x 1,264 B > 64 KiB of LDS).
 Field arguments one walk writes and the other touches are recorded in `ProgramIR.distinct` (the
 host refuses calls where they share memory), as for fusion.
 """
@@ -40,7 +41,8 @@ from icoforge.backend.passes.fuse import _FUSED, _args_apart, _column_offsets, _
 Refused = Callable[[ir.Kernel, ir.Kernel, str], None]
 
 _LAST = re.compile(r"^(.*)_k(\d+)(?:to(\d+))?$")
-COLUMNS_PER_BLOCK = 32  # the fewest columns a block of a fused sweep walks (one warp)
+# the fewest columns a block of a fused sweep walks: one warp (CUDA) or wavefront (HIP on CDNA)
+COLUMNS_PER_BLOCK = {"cuda": 32, "hip": 64}
 
 
 def _levels(k: ir.Kernel) -> tuple[int, int] | None:
@@ -118,10 +120,10 @@ def fuse_pair(a: ir.Kernel, b: ir.Kernel, chip: list[str], program: ir.ProgramIR
                                then=dataclasses.replace(b, args=()), on_chip=on_chip)  # fmt: skip
 
 
-def fuse_sweeps(program: ir.ProgramIR, smem_limit: int, refused: Refused | None = None) -> ir.ProgramIR:
+def fuse_sweeps(program: ir.ProgramIR, smem_limit: int, columns: int = 32, refused: Refused | None = None) -> ir.ProgramIR:
     """Each top-level scan with the scan right after it as one kernel where the module doc allows
-    it; `refused(a, b, why)` hears of pairs that qualify but whose on-chip values of
-    COLUMNS_PER_BLOCK columns do not fit `smem_limit` bytes (shared memory per block)."""
+    it; `refused(a, b, why)` hears of pairs that qualify but whose on-chip values of `columns`
+    columns (COLUMNS_PER_BLOCK of the vendor) do not fit `smem_limit` bytes (shared memory per block)."""
     steps: list[ir.Step] = []
     pairs = dict.fromkeys(program.distinct)
     gone: set[str] = set()
@@ -133,7 +135,7 @@ def fuse_sweeps(program: ir.ProgramIR, smem_limit: int, refused: Refused | None 
             chip = on_chip_candidates(prev, s, program)
             if chip:
                 fused = fuse_pair(prev, s, chip, program)
-                if fused.column_bytes() * COLUMNS_PER_BLOCK <= smem_limit:
+                if fused.column_bytes() * columns <= smem_limit:
                     for w, other in ((prev, s), (s, prev)):
                         touched = {*other.fields_read(), *other.fields_written()} & params
                         for f in sorted(set(w.fields_written()) & params):
@@ -143,7 +145,7 @@ def fuse_sweeps(program: ir.ProgramIR, smem_limit: int, refused: Refused | None 
                     continue
                 if refused is not None:
                     refused(prev, s, f"not fused as one sweep: {fused.column_bytes():,} B of on-chip values per column "
-                                     f"x {COLUMNS_PER_BLOCK} columns > {smem_limit:,} B of shared memory per block")  # fmt: skip
+                                     f"x {columns} columns > {smem_limit:,} B of shared memory per block")  # fmt: skip
         steps.append(s)
     if not gone:
         return program

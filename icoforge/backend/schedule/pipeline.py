@@ -94,7 +94,7 @@ def fuse_sweeps(
         if decisions is not None:
             decisions.append(tuned.Decision(f"{a.name} + {b.name}", tuned.NOT_FUSED, why))
 
-    return sweeps.fuse_sweeps(program, schedule.smem_limit(vendor), refused)
+    return sweeps.fuse_sweeps(program, schedule.smem_limit(vendor), sweeps.COLUMNS_PER_BLOCK[vendor], refused)
 
 
 def hoist_per_launch(program: ir.ProgramIR, launches: dict[str, KernelLaunch]) -> ir.ProgramIR:

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 
 from icoforge.backend.ir import ir
 from icoforge.backend.ir.dtypes import ITEMSIZE
+from icoforge.backend.passes.sweeps import COLUMNS_PER_BLOCK
 from icoforge.backend.passes.inline import POLICIES as INLINE_POLICIES
 from icoforge.errors import IcoforgeError, UnknownNameError
 
@@ -205,9 +206,8 @@ class ProgramSchedule:
     # other in one thread per column, so a grid with fewer columns than the GPU holds threads
     # leaves it underfilled (fuse.py; the default's value: VENDOR_SCAN_MIN_COLUMNS)
     fuse_scan_min_columns: int = 0
-    # programs whose scans hand values to the scan after them, in one thread per column (the
-    # solvers' forward and backward sweeps; passes/sweeps.py): one launch walks both, the values
-    # between them in shared memory, not memory; "*": every program. Independent of `fuse`
+    # programs whose scans hand values to the scan after them, one launch walking both per column,
+    # those values in shared memory (the solvers' sweeps; passes/sweeps.py); "*": all; not `fuse`'s
     fuse_sweeps: tuple[str, ...] = ()
     # floating-point contraction (a*b + c as one fused multiply-add, CUDA's --fmad=true, HIP's
     # -ffp-contract=fast), as nvcc's and DaCe's builds do by default. Off by default: without it
@@ -457,12 +457,13 @@ def kernel_kind(kernel: ir.Kernel) -> str:
     return "hmap" if has_h else "single"
 
 
-def _sweep_fit(kernel: ir.Kernel, block: tuple[int, int], hpt: int, limit: int) -> tuple[tuple[int, int], int]:
+def _sweep_fit(kernel: ir.Kernel, block: tuple[int, int], hpt: int, limit: int, vendor: str) -> tuple[tuple[int, int], int]:
     """(block, h_per_thread): a sweep-fused kernel walks a column per thread, as many per block as
-    their on-chip values fit in `limit` bytes (a multiple of 32: the sweep pass made sure 32 do)."""
+    their on-chip values fit in `limit` bytes (whole warps: the sweep pass made sure one does)."""
     if not (column_bytes := kernel.column_bytes()):
         return block, hpt
-    return (min(block[0], max(32, (limit // column_bytes) // 32 * 32)), 1), 1
+    warp = COLUMNS_PER_BLOCK[vendor]
+    return (min(block[0], max(warp, (limit // column_bytes) // warp * warp)), 1), 1
 
 
 def check_kernel(
@@ -490,7 +491,7 @@ def check_kernel(
         unroll = s.k_unroll if kpt > 1 else 1  # a chunk of one level has nothing to unroll
     else:  # a scan walks its column; a kernel without levels has no level loop
         unroll = s.k_unroll if kernel.is_scan and kernel.domain.k_start is not None else 1
-    block, hpt = _sweep_fit(kernel, block, s.h_per_thread if has_h else 1, smem_limit if smem_limit is not None else SMEM_LIMIT_BYTES[vendor])
+    block, hpt = _sweep_fit(kernel, block, s.h_per_thread if has_h else 1, smem_limit if smem_limit is not None else SMEM_LIMIT_BYTES[vendor], vendor)
     own = own_row_tables(kernel) if has_h else ()
     if ALL_TABLES in s.smem_tables:
         staged = own
@@ -518,8 +519,7 @@ def check_kernel(
             f"{SMEM_LIMIT_BYTES['cuda']} B per block (dynamic shared memory is not implemented)"
         )
     if launch.smem_bytes > limit:
-        detail = " + ".join([f"{t}: {hpt}x{block[0]} rows x {c} x {b} B" for t, c, b in smem]
-                            + ([f"on-chip values: {block[0]} columns x {launch.column_bytes} B"] if launch.column_bytes else []))  # fmt: skip
+        detail = " + ".join([*(f"{t}: {hpt}x{block[0]} rows x {c} x {b} B" for t, c, b in smem), *([f"on-chip values: {block[0]} columns x {launch.column_bytes} B"] if launch.column_bytes else [])])  # fmt: skip
         raise ScheduleError(
             f"{where}: staged tables need {launch.smem_bytes} B of shared memory ({detail}), "
             f"beyond the limit of {limit} B per block; use fewer tables, a smaller block or h_per_thread"
