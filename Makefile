@@ -13,9 +13,11 @@ COMPARE ?=
 export ICOFORGE_CACHE ?= $(CURDIR)/.icoforge-cache
 # Progress lines reach a pipe (CI logs, tee) as they are printed, not when a buffer fills.
 export PYTHONUNBUFFERED := 1
-# numpy without its AVX-512 paths (their trigonometry rounds otherwise): the stored references are
-# bitwise and were recorded on AVX2 (icoforge/portable_numpy.py says why).
+# numpy without its AVX-512 paths (their trigonometry rounds otherwise) and with OpenBLAS's AVX2
+# kernels (np.linalg rounds otherwise): the stored references are bitwise and were recorded on AVX2
+# (icoforge/portable_numpy.py says why).
 export NPY_DISABLE_CPU_FEATURES ?= X86_V4 AVX512_ICL AVX512_SPR
+export OPENBLAS_CORETYPE ?= Haswell
 # pytest: a line per test file with its time, `still running` lines during long tests
 # (tests/conftest.py), and the slowest tests at the end.
 PYTEST := $(BIN)/python -m pytest --durations=15

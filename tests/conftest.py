@@ -7,12 +7,12 @@ user's cache (and always exercise generation); grids are generated once per sess
 import os
 
 # The recorded references (tests/granule/data, icoforge/model/jw_*references.json) are bitwise, so
-# numpy must round as where they were recorded (an AVX2 machine): without its AVX-512 paths
-# (icoforge/portable_numpy.py says why), set before numpy is imported, also for the processes the
-# tests start. The Makefile exports the same; a no-op on AVX2 machines.
-from icoforge.portable_numpy import NPY_DISABLE_CPU_FEATURES, require_portable_rounding  # noqa: E402  (imports no numpy)
+# numpy must round as where they were recorded (an AVX2 machine): without its AVX-512 paths and with
+# OpenBLAS's Haswell kernels (icoforge/portable_numpy.py says why), set before numpy is imported,
+# also for the processes the tests start. The Makefile exports the same; a no-op on AVX2 machines.
+from icoforge.portable_numpy import require_portable_rounding, set_portable_environment  # noqa: E402  (imports no numpy)
 
-os.environ.setdefault("NPY_DISABLE_CPU_FEATURES", NPY_DISABLE_CPU_FEATURES)
+set_portable_environment()
 
 import pytest  # noqa: E402
 

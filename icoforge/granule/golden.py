@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from icoforge.granule import verify
-from icoforge.portable_numpy import avx512_paths_on
+from icoforge.portable_numpy import avx512_paths_on, openblas_core
 
 GOLDEN_VERSION = 2  # what `write` records; `load` also reads version 1 (other projections)
 READABLE_VERSIONS = (1, 2)
@@ -261,10 +261,10 @@ def write(
 ) -> None:
     """Record `granule`'s `results` (a runner.Granule, run on the static fields `static`): its
     backend and the backends of its inputs from these objects (`input_backends`). Whether numpy
-    rounded with its AVX-512 paths is recorded, not refused: a device run's fingerprint (compared
+    rounded with its AVX-512 paths (and which OpenBLAS core it used) is recorded, not refused: a device run's fingerprint (compared
     within that run) may be made on an AVX-512 host; a stored reference of the test suite may not,
     which tests/granule/test_reference_grid.py checks from this flag."""
-    environment = {**environment, "numpy_avx512_paths": avx512_paths_on()}
+    environment = {**environment, "numpy_avx512_paths": avx512_paths_on(), "openblas_core": openblas_core()}
     data = {
         "golden_version": version,
         "backend": granule.name,

@@ -55,7 +55,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=c
   OMP_NUM_THREADS=3 verify_gpu ${VERIFY_S:-280} ${VERIFY_JOBS:-4} ${VERIFY_FILE:-scripts/device/verify-order.txt} $W > $W/verify.log 2>&1 &
   PYTEST_PATHS=${PYTEST_PATHS-tests/schedule tests/perf/test_gpu_timing.py}
   if [ -n "$PYTEST_PATHS" ]; then
-    timeout ${PYTEST_S:-280} python3 -m pytest -m gpu $PYTEST_PATHS -q -n 2 -p no:cacheprovider > $W/pytest-gpu.log 2>&1 &
+    NPY_DISABLE_CPU_FEATURES="X86_V4 AVX512_ICL AVX512_SPR" OPENBLAS_CORETYPE=Haswell timeout ${PYTEST_S:-280} python3 -m pytest -m gpu $PYTEST_PATHS -q -n 2 -p no:cacheprovider > $W/pytest-gpu.log 2>&1 &
   fi
   wait
   stamp "verification + GPU tests done"
