@@ -41,6 +41,7 @@ GRANULES: dict[str, str] = {
     "dycore": "icoforge.granule.runner:Granule",  # SolveNonhydro.time_step
     "diffusion": "icoforge.granule.diffusion:DiffusionGranule",  # Diffusion.run
     "advection": "icoforge.granule.advection:AdvectionGranule",  # tracer Advection.run (qv)
+    "muphys": "icoforge.granule.muphys:MuphysGranule",  # MuphysComponent (AES graupel)
 }
 # what only the dycore granule supports (its substeps, its byte model, its state refill)
 DYCORE_ONLY_OPTIONS = ("substep_fusion", "graph_replay", "floors_steps")

@@ -64,8 +64,9 @@ def _program_name(program: Any) -> str | None:
 
 
 # objects of these modules held by a granule may bind programs themselves (the tracer advection's
-# horizontal and vertical schemes and their limiters: attributes of attributes)
-COMPONENT_MODULES = ("icon4py.model.atmosphere.",)
+# horizontal and vertical schemes and their limiters: attributes of attributes; the muphys
+# granule's SeparateStep, which holds muphys' two programs)
+COMPONENT_MODULES = ("icon4py.model.atmosphere.", "icoforge.granule.muphys")
 
 
 def _is_component(value: Any) -> bool:
