@@ -8,7 +8,7 @@ What differs from the dycore's `Granule` (runner.py), and only that:
   and scheme of `MuphysConfig()`, the configuration icoforge's model runs: AES graupel, 50e6 cloud
   droplets per m3), the backend handed over unchanged (a peer's descriptor included, so that
   icon4py's graupel hooks for DaCe apply); GT4Py's passes over `graupel_run` need the later C
-  recursion limit on CPython 3.12.1 (model/run.py's wrappers). The component's step, a
+  recursion limit on CPython 3.12.1 (suite/recursion.py). The component's step, a
   `functools.partial` of icon4py's `_muphys_step_separate` over its two programs, is held as a
   `SeparateStep` that calls the same function with the same programs, so that the per-program
   table finds them;
@@ -116,8 +116,8 @@ class MuphysGranule(Granule):
     def construct(self) -> Any:
         from icon4py.model.atmosphere.subgrid_scale_physics.muphys import component, config
 
-        from icoforge.model.run import descriptor_with_c_recursion_limit, with_c_recursion_limit
         from icoforge.suite import peers
+        from icoforge.suite.recursion import descriptor_with_c_recursion_limit, with_c_recursion_limit
 
         assert self.grid is not None
         backend = self.backend

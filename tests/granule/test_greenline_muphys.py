@@ -11,6 +11,13 @@ programs and static fields by gtfn_cpu, as the file's `input_backends` say:
         --factory-backend gtfn_cpu --compare icoforge-cpu --verify --rtol 5e-11 --steps 1 --warmup 0 \\
         --save-reference tests/granule/data/r2b3_l10_muphys_gtfn_cpu.json
 
+Recorded 2026-12-07 on the 2-core dev VM (Intel AVX-512, with NPY_DISABLE_CPU_FEATURES and
+OPENBLAS_CORETYPE=Haswell, icoforge/portable_numpy.py): gtfn_cpu's compile of muphys' programs 761
+s, its static fields 283 s; icoforge-cpu equal to gtfn_cpu bit for bit (0.0 in all thirteen fields
+after both calls). The first recording run found icoforge-cpu 27 % off in the tendencies: icon4py
+calls graupel_run in place (q_out = q_in, t_out = te), and a later kernel of its one statement read
+inputs an earlier kernel had already overwritten (fixed: tests/backend/test_statement_aliasing.py).
+
 Unlike the model's two-step JW run with muphys (tests/model/test_model_jw_moist.py), whose
 hydrometeors stay exactly zero, this state is partly supersaturated and holds every hydrometeor,
 so the comparison covers muphys' numbers, not only its plumbing.

@@ -11,7 +11,7 @@ Layout of the generated file:
 from __future__ import annotations
 
 from icoforge.backend.ir import ir
-from icoforge.backend.schedule.access import bounds_requirements
+from icoforge.backend.schedule.access import StatementGroup, bounds_requirements, statement_groups
 from icoforge.backend.codegen.common import ExprRenderer, cname, ctype, render_stmts
 from icoforge.backend.ir.dtypes import ITEMSIZE
 
@@ -131,7 +131,7 @@ def _dim_size_exprs(program: ir.ProgramIR) -> dict[str, str]:
     return {dim: f"size_{dim}" for dim, _ in program.dim_size_tables}
 
 
-def render_host_checks(k: ir.Kernel, program: ir.ProgramIR, indent: str) -> list[str]:
+def render_host_checks(k: ir.Kernel, program: ir.ProgramIR, indent: str, base: str = "a") -> list[str]:
     lines: list[str] = []
     dim_sizes = _dim_size_exprs(program)
     tables = {t.name: t for t in program.tables}
@@ -148,37 +148,55 @@ def render_host_checks(k: ir.Kernel, program: ir.ProgramIR, indent: str) -> list
         size = dim_sizes.get(tables[req.table].target_dim, "") if req.table else ""
         lo, hi = req.bound_exprs(f"{t}_lo", f"{t}_hi", size)
         lines.append(f'{indent}if (!icf::require(a.{cname(req.field)}, {req.d}, {lo}, {hi}, "{req.field}", "{req.dim}", "{k.name}")) return nullptr;')
-    lines += render_aliasing(k, program, indent)
+    lines += render_aliasing(k, program, indent, base)
     return lines
 
 
-def render_aliasing(k: ir.Kernel, program: ir.ProgramIR, indent: str) -> list[str]:
-    """The kernel's arguments as `ka`: `a` itself, or, where a field it writes shares memory with
-    one it only reads, a copy of `a` whose read field points at a snapshot (icf::snapshot: the
-    kernel reads the memory as it was before it ran, as GT4Py's statement means, and its
-    __restrict__ pointers do not alias). Two written fields sharing memory are refused."""
+def _snapshot_switch(written: list[str], read_only: list[str], base: str, copy: str, what: str, indent: str) -> list[str]:
+    """`copy` (an std::optional<Args>) made from `base` where a written field shares memory with a
+    read one, its read fields then pointing at snapshots (icf::snapshot); two written fields
+    sharing memory are refused."""
+    named = lambda ns: ", ".join(f"{{&{base}.{cname(n)}, \"{n}\"}}" for n in ns)  # noqa: E731
+    return [
+        f'{indent}switch (icf::aliasing({{{named(written)}}}, {{{named(read_only)}}}, "{what}")) {{',
+        f"{indent}  case -1: return nullptr;",
+        f"{indent}  case 1:",
+        f"{indent}    {copy}.emplace({base});",
+        f"{indent}    icf::snapshot(scope, {{{', '.join(f'&{base}.{cname(n)}' for n in written)}}}, "
+        f"{{{', '.join(f'&{copy}->{cname(n)}' for n in read_only)}}});",
+    ]
+
+
+def render_aliasing(k: ir.Kernel, program: ir.ProgramIR, indent: str, base: str = "a") -> list[str]:
+    """The kernel's arguments as `ka`: `base` itself (`a`, or its statement's arguments), or,
+    where a field it writes shares memory with one it only reads, a copy whose read field points
+    at a snapshot (icf::snapshot: the kernel reads the memory as it was before it ran, as GT4Py's
+    statement means, and its __restrict__ pointers do not alias)."""
     views = _views_of_kernel(k, program)
     written = [w for w, is_written in views if is_written]
     read_only = [v for v, is_written in views if not is_written]
-    lines = [f"{indent}const Args* ka = &a;"]
+    lines = [f"{indent}const Args* ka = &{base};"]
     if not written or len(views) < 2:
         return lines
-    named = lambda ns: ", ".join(f"{{&a.{cname(n)}, \"{n}\"}}" for n in ns)  # noqa: E731
-    lines += [
-        f"{indent}std::optional<Args> snap;",
-        f'{indent}switch (icf::aliasing({{{named(written)}}}, {{{named(read_only)}}}, "{k.name}")) {{',
-        f"{indent}  case -1: return nullptr;",
-        f"{indent}  case 1:",
-        f"{indent}    snap.emplace(a);",
-        f"{indent}    icf::snapshot(scope, {{{', '.join(f'&a.{cname(n)}' for n in written)}}}, "
-        f"{{{', '.join(f'&snap->{cname(n)}' for n in read_only)}}});",
-        f"{indent}    ka = &*snap;",
-        f"{indent}}}",
-    ]
-    return lines
+    return [*lines, f"{indent}std::optional<Args> snap;", *_snapshot_switch(written, read_only, base, "snap", k.name, indent),
+            f"{indent}    ka = &*snap;", f"{indent}}}"]
 
 
-def render_launch(k: ir.Kernel, program: ir.ProgramIR, indent: str) -> list[str]:
+def render_statement_snapshot(g: StatementGroup, program: ir.ProgramIR, indent: str) -> list[str]:
+    """Before the first kernel of a statement lowered to several (access.StatementGroup): its
+    arguments `a<id>`, whose inputs that share memory with any of its outputs are copies made now,
+    so that every kernel of the statement reads them as they were before the statement."""
+    copy = f"stmt{g.statement}"
+    names = ", ".join(k.name for k in g.kernels)
+    lines = [f"{indent}// {names}: one statement of `{program.name}`, its inputs read as before it",
+             f"{indent}std::optional<Args> {copy};"]
+    if g.written and g.read_only:
+        lines += [*_snapshot_switch(list(g.written), list(g.read_only), "a", copy, f"{program.name} ({names})", indent),
+                  f"{indent}}}"]
+    return [*lines, f"{indent}const Args& a{g.statement} = {copy} ? *{copy} : a;"]
+
+
+def render_launch(k: ir.Kernel, program: ir.ProgramIR, indent: str, base: str = "a") -> list[str]:
     hr = HostRenderer("std::")
     d = k.domain
     h0 = hr(d.h_start) if d.hdim else "0"
@@ -187,7 +205,7 @@ def render_launch(k: ir.Kernel, program: ir.ProgramIR, indent: str) -> list[str]
     k1 = hr(d.k_end) if d.k_start is not None else "1"
     lines = [f"{indent}{{  // {k.name}", f"{indent}  const long h0 = {h0}, h1 = {h1}, k0 = {k0}, k1 = {k1};"]
     lines.append(f"{indent}  if (h0 < h1 && k0 < k1) {{")
-    lines.extend(render_host_checks(k, program, indent + "    "))
+    lines.extend(render_host_checks(k, program, indent + "    ", base))
     args = ["*ka", "h0", "h1", "k0", "k1", *(f"static_cast<{ctype(p.dtype)}>({hr(v)})" for p, v in k.args)]
     lines.append(f"{indent}    {k.name}({', '.join(args)});")
     lines.append(f"{indent}  }}")
@@ -195,18 +213,26 @@ def render_launch(k: ir.Kernel, program: ir.ProgramIR, indent: str) -> list[str]
     return lines
 
 
-def render_steps(steps: tuple[ir.Step, ...], program: ir.ProgramIR, indent: str) -> list[str]:
+def render_steps(steps: tuple[ir.Step, ...], program: ir.ProgramIR, indent: str, opened: set[int] | None = None) -> list[str]:
+    """The launches in order; a statement lowered to several kernels gets its snapshot before the
+    step holding its first kernel (`opened`: the statements whose snapshot is in scope already)."""
     hr = HostRenderer("std::")
+    groups = statement_groups(program)
+    opened = set() if opened is None else opened
     out: list[str] = []
     for s in steps:
+        for sid in dict.fromkeys(k.statement for k in ir.step_kernels(s) if k.statement is not None):
+            if sid not in opened:
+                opened.add(sid)
+                out.extend(render_statement_snapshot(groups[sid], program, indent))
         if isinstance(s, ir.Kernel):
-            out.extend(render_launch(s, program, indent))
+            out.extend(render_launch(s, program, indent, "a" if s.statement is None else f"a{s.statement}"))
         else:
             out.append(f"{indent}if ({hr(s.cond)}) {{")
-            out.extend(render_steps(s.then, program, indent + "  "))
+            out.extend(render_steps(s.then, program, indent + "  ", opened))
             if s.orelse:
                 out.append(f"{indent}}} else {{")
-                out.extend(render_steps(s.orelse, program, indent + "  "))
+                out.extend(render_steps(s.orelse, program, indent + "  ", opened))
             out.append(f"{indent}}}")
     return out
 

@@ -371,6 +371,7 @@ class Kernel:
     column: bool = False
     then: Kernel | None = None
     on_chip: tuple[Temporary, ...] = ()
+    statement: int | None = None  # GTIR statement split into several kernels (access.statement_groups)
 
     @property
     def is_scan(self) -> bool:

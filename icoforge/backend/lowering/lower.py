@@ -14,6 +14,7 @@ stencil lambda), this one (the program: parameters, tables, domains, statements 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 from gt4py.next import common
@@ -64,6 +65,7 @@ class ProgramLowering:
         self.tuple_fields: dict[str, tuple[FieldArg, ...]] = {}
         self.tuple_params: list[tuple[int, int]] = []
         self.kernel_count = itertools.count()
+        self.statement_count = itertools.count()  # GTIR statements lowered to several kernels
         self.short_name = short_program_name(self.name)
         for position, (sym, t) in enumerate(zip(program.params, arg_types, strict=True)):
             self._add_param(str(sym.id), t, position)
@@ -226,12 +228,27 @@ class ProgramLowering:
                 cond = self.host_expr(s.cond)
                 out.append(ir.HostIf(cond, self.lower_stmts(s.true_branch), self.lower_stmts(s.false_branch)))
             elif isinstance(s, itir.SetAt) and self.early:
-                out.extend(lower_fields.lower_set_at(self, s))
+                out.extend(self.one_statement(tuple(lower_fields.lower_set_at(self, s))))
             elif isinstance(s, itir.SetAt):
                 out.append(self.lower_set_at(s))
             else:
                 raise UnsupportedConstructError(f"program {self.name!r}: statement {type(s).__name__}")
         return tuple(out)
+
+    def one_statement(self, steps: tuple[ir.Step, ...]) -> tuple[ir.Step, ...]:
+        """The kernels one GTIR statement was lowered to, marked as one statement where they are
+        several: together they must read its inputs as they were before any of them wrote
+        (schedule/access.statement_groups)."""
+        if sum(len(ir.step_kernels(s)) for s in steps) < 2:
+            return steps
+        sid = next(self.statement_count)
+
+        def mark(s: ir.Step) -> ir.Step:
+            if isinstance(s, ir.HostIf):
+                return ir.HostIf(s.cond, tuple(mark(x) for x in s.then), tuple(mark(x) for x in s.orelse))
+            return dataclasses.replace(s, statement=sid)
+
+        return tuple(mark(s) for s in steps)
 
     def field_named_by(self, node: itir.Expr) -> FieldArg | None:
         """The field argument `node` names: a parameter, a temporary or a tuple parameter's element."""

@@ -237,11 +237,55 @@ def reads_in_place(kernel: ir.Kernel, program: ir.ProgramIR, read: str) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class StatementGroup:
+    """The kernels one GTIR statement was lowered to (`Kernel.statement`), in launch order, and the
+    field arguments they write and those they only read. GT4Py's statement reads its inputs before
+    it writes its outputs, so where a written one shares memory with a read one (icon4py calls
+    muphys' graupel_run with q_out = q_in and t_out = te), every kernel of the statement must read
+    the inputs as they were before the first of them ran: the C++ target copies those inputs once
+    before the statement (codegen/cpp.py); the GPU targets refuse such a call where a kernel reads
+    what an earlier one wrote (`statement_hazards`)."""
+
+    statement: int
+    kernels: tuple[ir.Kernel, ...]
+    written: tuple[str, ...]
+    read_only: tuple[str, ...]
+
+
+def statement_groups(program: ir.ProgramIR) -> dict[int, StatementGroup]:
+    params = {p.name for p in program.params if isinstance(p, ir.FieldParam)}
+    members: dict[int, list[ir.Kernel]] = {}
+    for k in program.kernels():
+        if k.statement is not None:
+            members.setdefault(k.statement, []).append(k)
+    out = {}
+    for sid, ks in members.items():
+        written = tuple(dict.fromkeys(f for k in ks for f in k.fields_written() if f in params))
+        read = tuple(dict.fromkeys(f for k in ks for f in k.fields_read() if f in params and f not in written))
+        out[sid] = StatementGroup(sid, tuple(ks), written, read)
+    return out
+
+
+def statement_hazards(program: ir.ProgramIR) -> tuple[tuple[str, str], ...]:
+    """(written, read) field arguments of one statement where a kernel reads the second after an
+    earlier kernel of the statement wrote the first: sharing memory, the later kernel would read
+    the statement's own output instead of its input."""
+    pairs: dict[tuple[str, str], None] = {}
+    for g in statement_groups(program).values():
+        for i, early in enumerate(g.kernels):
+            for later in g.kernels[i + 1:]:
+                reads = [r for r in later.fields_read() if r in g.read_only]
+                pairs.update(((w, r), None) for w in early.fields_written() if w in g.written for r in reads)
+    return tuple(pairs)
+
+
 def kernel_aliasing(program: ir.ProgramIR) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
     """(pairs that must not share memory, pairs that may only as one view) of field arguments, per
     kernel: two fields it writes must not; a field it writes and one it only reads may be one
     buffer through one view where `reads_in_place` says so, else must not (the GPU targets run
-    kernels in place; the C++ target copies the read field instead, codegen/cpp.py)."""
+    kernels in place; the C++ target copies the read field instead, codegen/cpp.py); across the
+    kernels of one statement, `statement_hazards` must not."""
     params = {p.name for p in program.params if isinstance(p, ir.FieldParam)}
     refused: dict[tuple[str, str], None] = {}
     same_view: dict[tuple[str, str], None] = {}
@@ -252,4 +296,5 @@ def kernel_aliasing(program: ir.ProgramIR) -> tuple[tuple[tuple[str, str], ...],
             refused.update(((w, o), None) for o in written[i + 1:])
             for r in read_only:
                 (same_view if reads_in_place(k, program, r) else refused)[(w, r)] = None
+    refused.update(dict.fromkeys(statement_hazards(program)))
     return tuple(refused), tuple(p for p in same_view if p not in refused)

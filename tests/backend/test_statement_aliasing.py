@@ -1,0 +1,125 @@
+"""One GTIR statement lowered to several kernels, called with an output sharing memory with an
+input (icon4py calls muphys' graupel_run in place: q_out = q_in, t_out = te). GT4Py's statement
+reads its inputs before it writes its outputs, so a later kernel of the statement must not read
+what an earlier one wrote: the C++ target copies such inputs once, before the statement's first
+kernel (codegen/cpp.py `render_statement_snapshot`); the GPU targets refuse the call
+(access.statement_hazards among the pairs their host plan checks). Found by the muphys granule
+(tests/granule/test_greenline_muphys.py): graupel_run's scan kernel wrote qi..qg and t in place,
+then the kernel for qv and qc read them, 27 % off gtfn_cpu's tendencies. The reference here is
+GT4Py's embedded backend on distinct fields."""
+
+from __future__ import annotations
+
+import gt4py.next as gtx
+import numpy as np
+import pytest
+from icon4py.model.common import dimension as dims
+
+from icoforge import settings
+from icoforge.backend.runtime.precompile import program_ir
+from icoforge.backend.schedule.access import kernel_aliasing, statement_groups, statement_hazards
+from tests.backend.test_constructs import ICOFORGE, _field
+
+CellDim, KDim = dims.CellDim, dims.KDim
+f64 = gtx.float64
+NK = 10
+
+pytestmark = pytest.mark.skipif(not settings.current().early_gtir, reason="the early-GTIR path's kernels (the default)")
+
+
+@gtx.scan_operator(axis=KDim, forward=True, init=0.0)
+def _running_sum(state: f64, x: f64) -> f64:
+    return state + x
+
+
+@gtx.field_operator
+def _scan_and_point(a: gtx.Field[[CellDim, KDim], f64], b: gtx.Field[[CellDim, KDim], f64]) -> tuple[
+    gtx.Field[[CellDim, KDim], f64], gtx.Field[[CellDim, KDim], f64]
+]:
+    return _running_sum(a * b), 2.0 * a + b
+
+
+@gtx.program
+def scan_and_point(
+    a: gtx.Field[[CellDim, KDim], f64],
+    b: gtx.Field[[CellDim, KDim], f64],
+    o1: gtx.Field[[CellDim, KDim], f64],
+    o2: gtx.Field[[CellDim, KDim], f64],
+):
+    _scan_and_point(a, b, out=(o1, o2))
+
+
+def _inputs(grid, seed=3):
+    rng = np.random.default_rng(seed)
+    return _field([CellDim, KDim], (grid.num_cells, NK), rng), _field([CellDim, KDim], (grid.num_cells, NK), rng)
+
+
+def test_one_statement_is_one_group_of_kernels_and_its_hazards_are_named(tiny_grid):
+    program = program_ir(scan_and_point, tiny_grid.connectivities)
+    groups = statement_groups(program)
+    assert len(groups) == 1, str(program)
+    (g,) = groups.values()
+    assert len(g.kernels) >= 2 and set(g.written) == {"o1", "o2"} and set(g.read_only) == {"a", "b"}
+    hazards = statement_hazards(program)
+    assert hazards, str(program)  # some kernel reads a or b after another wrote o1 or o2
+    assert all(w in g.written and r in g.read_only for w, r in hazards)
+    refused, _ = kernel_aliasing(program)
+    assert set(hazards) <= set(refused)  # the GPU host plans refuse them
+
+
+@pytest.mark.parametrize("alias", ["o1=a", "o1=b", "o2=a", "o2=b"])
+def test_an_output_sharing_memory_with_an_input_gives_the_statements_result(tiny_grid, alias):
+    """Whichever output aliases whichever input, the result is the embedded backend's on distinct
+    fields (both outputs: the aliased one is compared through the input's buffer)."""
+    out_name, in_name = alias.split("=")
+    a, b = _inputs(tiny_grid)
+    expected = {"o1": np.cumsum(a.asnumpy() * b.asnumpy(), axis=1), "o2": 2.0 * a.asnumpy() + b.asnumpy()}
+    ref = {n: gtx.as_field([CellDim, KDim], np.full((tiny_grid.num_cells, NK), np.nan)) for n in ("o1", "o2")}
+    scan_and_point.with_backend(None)(gtx.as_field([CellDim, KDim], a.asnumpy()), gtx.as_field([CellDim, KDim], b.asnumpy()),
+                                      ref["o1"], ref["o2"], offset_provider=tiny_grid.connectivities)  # fmt: skip
+    for n in ("o1", "o2"):
+        np.testing.assert_allclose(ref[n].asnumpy(), expected[n], rtol=1e-14, atol=0)
+    fields = {"a": a, "b": b}
+    outs = {n: fields[in_name] if n == out_name else _field([CellDim, KDim], (tiny_grid.num_cells, NK), np.random.default_rng(9)) for n in ("o1", "o2")}
+    for n in ("o1", "o2"):
+        if n != out_name:
+            outs[n].asnumpy()[...] = np.nan  # poisoned: must be written
+    scan_and_point.with_backend(ICOFORGE)(a, b, outs["o1"], outs["o2"], offset_provider=tiny_grid.connectivities)
+    for n in ("o1", "o2"):
+        got = outs[n].asnumpy()
+        assert not np.isnan(got).any()
+        np.testing.assert_array_equal(got, ref[n].asnumpy(), err_msg=f"{n} with {alias}")
+
+
+def test_distinct_fields_need_no_copy_and_agree(tiny_grid):
+    a, b = _inputs(tiny_grid)
+    o1 = gtx.as_field([CellDim, KDim], np.full((tiny_grid.num_cells, NK), np.nan))
+    o2 = gtx.as_field([CellDim, KDim], np.full((tiny_grid.num_cells, NK), np.nan))
+    scan_and_point.with_backend(ICOFORGE)(a, b, o1, o2, offset_provider=tiny_grid.connectivities)
+    np.testing.assert_array_equal(o2.asnumpy(), 2.0 * a.asnumpy() + b.asnumpy())
+    np.testing.assert_allclose(o1.asnumpy(), np.cumsum(a.asnumpy() * b.asnumpy(), axis=1), rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("vendor", ["cuda", "hip"])
+def test_the_gpu_targets_refuse_what_a_later_kernel_would_read_overwritten(tiny_grid, vendor):
+    """Kernels by CPU emulation: aliased as a hazard says, the call is refused before any kernel
+    runs (nothing written); distinct fields give the statement's result."""
+    from icoforge.backend.runtime.emulate import load_emulated
+    from icoforge.backend.runtime.gpu import gpu_artifact
+    from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule
+    from icoforge.errors import CallArgumentError
+
+    program = program_ir(scan_and_point, tiny_grid.connectivities)
+    run = load_emulated(gpu_artifact(program, vendor, ProgramSchedule(VENDOR_DEFAULTS[vendor])))
+    w, r = statement_hazards(program)[0]
+    a, b = _inputs(tiny_grid)
+    fields = {"a": a, "b": b}
+    outs = {n: fields[r] if n == w else gtx.as_field([CellDim, KDim], np.full((tiny_grid.num_cells, NK), np.nan)) for n in ("o1", "o2")}
+    before = fields[r].asnumpy().copy()
+    with pytest.raises(CallArgumentError, match=f"field '{w}' shares memory with '{r}'|field '{r}' shares memory with '{w}'"):
+        run(a, b, outs["o1"], outs["o2"], offset_provider=tiny_grid.connectivities)
+    np.testing.assert_array_equal(fields[r].asnumpy(), before)
+    o1, o2 = (gtx.as_field([CellDim, KDim], np.full((tiny_grid.num_cells, NK), np.nan)) for _ in range(2))
+    run(a, b, o1, o2, offset_provider=tiny_grid.connectivities)
+    np.testing.assert_array_equal(o2.asnumpy(), 2.0 * a.asnumpy() + b.asnumpy())
+    np.testing.assert_allclose(o1.asnumpy(), np.cumsum(a.asnumpy() * b.asnumpy(), axis=1), rtol=1e-14, atol=0)
