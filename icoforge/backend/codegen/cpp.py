@@ -183,17 +183,20 @@ def render_aliasing(k: ir.Kernel, program: ir.ProgramIR, indent: str, base: str 
 
 
 def render_statement_snapshot(g: StatementGroup, program: ir.ProgramIR, indent: str) -> list[str]:
-    """Before the first kernel of a statement lowered to several (access.StatementGroup): its
-    arguments `a<id>`, whose inputs that share memory with any of its outputs are copies made now,
-    so that every kernel of the statement reads them as they were before the statement."""
+    """Before the first kernel of a statement lowered to several with hazards (access.StatementGroup):
+    its arguments `a<id>`, whose inputs that a later kernel reads and that share memory with an
+    output an earlier kernel writes are copies made now, so that they are read as they were before
+    the statement. Without hazards the statement's kernels take `a` itself."""
     copy = f"stmt{g.statement}"
     names = ", ".join(k.name for k in g.kernels)
-    lines = [f"{indent}// {names}: one statement of `{program.name}`, its inputs read as before it",
-             f"{indent}std::optional<Args> {copy};"]
-    if g.written and g.read_only:
-        lines += [*_snapshot_switch(list(g.written), list(g.read_only), "a", copy, f"{program.name} ({names})", indent),
-                  f"{indent}}}"]
-    return [*lines, f"{indent}const Args& a{g.statement} = {copy} ? *{copy} : a;"]
+    written, read = (list(dict.fromkeys(p[i] for p in g.hazards)) for i in (0, 1))
+    return [
+        f"{indent}// {names}: one statement of `{program.name}`; inputs a later kernel reads as before it",
+        f"{indent}std::optional<Args> {copy};",
+        *_snapshot_switch(written, read, "a", copy, f"{program.name} ({names})", indent),
+        f"{indent}}}",
+        f"{indent}const Args& a{g.statement} = {copy} ? *{copy} : a;",
+    ]
 
 
 def render_launch(k: ir.Kernel, program: ir.ProgramIR, indent: str, base: str = "a") -> list[str]:
@@ -222,11 +225,12 @@ def render_steps(steps: tuple[ir.Step, ...], program: ir.ProgramIR, indent: str,
     out: list[str] = []
     for s in steps:
         for sid in dict.fromkeys(k.statement for k in ir.step_kernels(s) if k.statement is not None):
-            if sid not in opened:
+            if sid not in opened and groups[sid].hazards:
                 opened.add(sid)
                 out.extend(render_statement_snapshot(groups[sid], program, indent))
         if isinstance(s, ir.Kernel):
-            out.extend(render_launch(s, program, indent, "a" if s.statement is None else f"a{s.statement}"))
+            base = f"a{s.statement}" if s.statement is not None and groups[s.statement].hazards else "a"
+            out.extend(render_launch(s, program, indent, base))
         else:
             out.append(f"{indent}if ({hr(s.cond)}) {{")
             out.extend(render_steps(s.then, program, indent + "  ", opened))

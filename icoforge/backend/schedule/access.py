@@ -239,18 +239,18 @@ def reads_in_place(kernel: ir.Kernel, program: ir.ProgramIR, read: str) -> bool:
 
 @dataclass(frozen=True)
 class StatementGroup:
-    """The kernels one GTIR statement was lowered to (`Kernel.statement`), in launch order, and the
-    field arguments they write and those they only read. GT4Py's statement reads its inputs before
-    it writes its outputs, so where a written one shares memory with a read one (icon4py calls
-    muphys' graupel_run with q_out = q_in and t_out = te), every kernel of the statement must read
-    the inputs as they were before the first of them ran: the C++ target copies those inputs once
-    before the statement (codegen/cpp.py); the GPU targets refuse such a call where a kernel reads
-    what an earlier one wrote (`statement_hazards`)."""
+    """The kernels one GTIR statement was lowered to (`Kernel.statement`), in launch order, and its
+    hazards: (written, read) field arguments where a kernel of the statement reads the second after
+    an earlier kernel of it (on the same path through host conditionals) wrote the first. GT4Py's
+    statement reads its inputs before it writes its outputs, so where such a pair shares memory
+    (icon4py calls muphys' graupel_run with q_out = q_in and t_out = te) the later kernel would read
+    the statement's output instead of its input: the C++ target copies those inputs once before the
+    statement (codegen/cpp.py); the GPU targets refuse such a call (`kernel_aliasing`). Fields the
+    statement writes are not inputs: its kernels may pass values through them."""
 
     statement: int
     kernels: tuple[ir.Kernel, ...]
-    written: tuple[str, ...]
-    read_only: tuple[str, ...]
+    hazards: tuple[tuple[str, str], ...]
 
 
 def statement_groups(program: ir.ProgramIR) -> dict[int, StatementGroup]:
@@ -259,25 +259,30 @@ def statement_groups(program: ir.ProgramIR) -> dict[int, StatementGroup]:
     for k in program.kernels():
         if k.statement is not None:
             members.setdefault(k.statement, []).append(k)
-    out = {}
-    for sid, ks in members.items():
-        written = tuple(dict.fromkeys(f for k in ks for f in k.fields_written() if f in params))
-        read = tuple(dict.fromkeys(f for k in ks for f in k.fields_read() if f in params and f not in written))
-        out[sid] = StatementGroup(sid, tuple(ks), written, read)
-    return out
+    outputs = {sid: {f for k in ks for f in k.fields_written() if f in params} for sid, ks in members.items()}
+    hazards: dict[int, dict[tuple[str, str], None]] = {sid: {} for sid in members}
+
+    def walk(steps: tuple[ir.Step, ...], written: dict[int, set[str]]) -> dict[int, set[str]]:
+        """`written`: per statement, the fields its kernels have written so far on this path."""
+        for s in steps:
+            if isinstance(s, ir.HostIf):  # one branch runs: each from here, then either may have
+                a = walk(s.then, {sid: set(w) for sid, w in written.items()})
+                b = walk(s.orelse, {sid: set(w) for sid, w in written.items()})
+                written = {sid: a.get(sid, set()) | b.get(sid, set()) for sid in a.keys() | b.keys()}
+            elif s.statement is not None:
+                before = written.setdefault(s.statement, set())
+                reads = [r for r in s.fields_read() if r in params and r not in outputs[s.statement]]
+                hazards[s.statement].update(((w, r), None) for w in sorted(before) for r in reads)
+                before.update(f for f in s.fields_written() if f in params)
+        return written
+
+    walk(program.steps, {})
+    return {sid: StatementGroup(sid, tuple(ks), tuple(hazards[sid])) for sid, ks in members.items()}
 
 
 def statement_hazards(program: ir.ProgramIR) -> tuple[tuple[str, str], ...]:
-    """(written, read) field arguments of one statement where a kernel reads the second after an
-    earlier kernel of the statement wrote the first: sharing memory, the later kernel would read
-    the statement's own output instead of its input."""
-    pairs: dict[tuple[str, str], None] = {}
-    for g in statement_groups(program).values():
-        for i, early in enumerate(g.kernels):
-            for later in g.kernels[i + 1:]:
-                reads = [r for r in later.fields_read() if r in g.read_only]
-                pairs.update(((w, r), None) for w in early.fields_written() if w in g.written for r in reads)
-    return tuple(pairs)
+    """Every statement's hazards (`StatementGroup`), each pair once."""
+    return tuple(dict.fromkeys(p for g in statement_groups(program).values() for p in g.hazards))
 
 
 def kernel_aliasing(program: ir.ProgramIR) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
