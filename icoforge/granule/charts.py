@@ -1,4 +1,4 @@
-"""Pictures beside a greenline Markdown report: each program's ms per dycore step, one bar per
+"""Pictures beside a greenline Markdown report: each program's ms per granule step, one bar per
 backend (the first backend is the reference, the others its peers), and links to the roofline
 PNGs of `icoforge roofline greenline` where they lie beside the report."""
 
@@ -34,6 +34,11 @@ def program_rows(data: Data, limit: int = MAX_PROGRAMS) -> tuple[list[str], list
     return shown, [b["backend"] for b in backends], values
 
 
+def granule_step(data: Data) -> str:
+    """What one step of the report's granule is called ("dycore step", "muphys step", ...)."""
+    return f"{data.get('granule', 'dycore')} step"
+
+
 def write_program_chart(data: Data, png: pathlib.Path) -> pathlib.Path | None:
     """A horizontal grouped bar chart of `program_rows` as `png`; None without program tables."""
     from matplotlib.figure import Figure  # no pyplot: no GUI backend, safe in any thread (Agg)
@@ -50,7 +55,7 @@ def write_program_chart(data: Data, png: pathlib.Path) -> pathlib.Path | None:
         ax.barh(ys, row, height=height, label=backend)
     ax.set_yticks(range(len(programs)), programs, fontsize=8)
     ax.invert_yaxis()  # the most expensive program first
-    ax.set_xlabel("ms per dycore step")
+    ax.set_xlabel(f"ms per {granule_step(data)}")
     opts, grid = data["options"], data["grid"]
     ax.set_title(f"greenline per program: {grid.get('name', opts['grid'])}, {opts['levels']} levels")
     ax.legend(loc="lower right")
@@ -78,11 +83,11 @@ def pictures_markdown(data: Data, markdown: pathlib.Path) -> str:
     chart = write_program_chart(data, markdown.with_name(f"{markdown.stem}-programs.png"))
     links = []
     if chart is not None:
-        links.append(f"![ms per dycore step per program and backend]({chart.name})")
+        links.append(f"![ms per {granule_step(data)} per program and backend]({chart.name})")
     links += [f"![roofline: {png.stem.removeprefix('roofline_greenline_')}]({png.name})" for png in roofline_pngs(data, markdown.parent)]
     if not links:
         return ""
     return "\n### pictures\n\n" + "\n\n".join(links) + "\n"
 
 
-__all__ = ["MAX_PROGRAMS", "pictures_markdown", "program_rows", "roofline_pngs", "write_program_chart"]
+__all__ = ["MAX_PROGRAMS", "granule_step", "pictures_markdown", "program_rows", "roofline_pngs", "write_program_chart"]

@@ -604,3 +604,15 @@ def test_the_setup_table_splits_the_construction_by_whose_python_ran():
     assert rows["[bold]total[/bold]"] == ["[bold]11.5[/bold]", "[bold]21.5[/bold]"]  # the split is not added again
     older = report.as_data(_report(gtfn))  # reports before the split have no construct_owners
     assert not any(label.startswith("  in ") for label, *_ in report.setup_table(older).rows)
+
+
+def test_the_pictures_name_the_granules_step(tmp_path):
+    # the chart of a muphys report says "muphys step", a dycore report (or one from before the
+    # granule was recorded) "dycore step"
+    from icoforge.granule.charts import granule_step, pictures_markdown
+
+    data = _report(_result("icoforge-cpu", 1.0)).to_json()
+    assert granule_step({k: v for k, v in data.items() if k != "granule"}) == "dycore step"
+    md = tmp_path / "m.md"
+    assert "![ms per muphys step per program and backend](m-programs.png)" in pictures_markdown({**data, "granule": "muphys"}, md)
+    assert "![ms per dycore step per program and backend](m-programs.png)" in pictures_markdown({**data, "granule": "dycore"}, md)
