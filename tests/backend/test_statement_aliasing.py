@@ -1,9 +1,9 @@
 """One GTIR statement lowered to several kernels, called with an output sharing memory with an
 input (icon4py calls muphys' graupel_run in place: q_out = q_in, t_out = te). GT4Py's statement
 reads its inputs before it writes its outputs, so a later kernel of the statement must not read
-what an earlier one wrote: the C++ target copies such inputs once, before the statement's first
-kernel (codegen/cpp.py `render_statement_snapshot`); the GPU targets refuse the call
-(access.statement_hazards among the pairs their host plan checks). Found by the muphys granule
+what an earlier one wrote: every target copies such inputs once, where they share memory with an
+output of the statement, before the statement's first kernel (codegen/cpp.py
+`render_statement_snapshot`, the GPU host plans' host_checks._statement_inputs). Found by the muphys granule
 (tests/granule/test_greenline_muphys.py): graupel_run's scan kernel wrote qi..qg and t in place,
 then the kernel for qv and qc read them, 27 % off gtfn_cpu's tendencies. The reference here is
 GT4Py's embedded backend on distinct fields."""
@@ -63,8 +63,9 @@ def test_one_statement_is_one_group_of_kernels_and_its_hazards_are_named(tiny_gr
     hazards = statement_hazards(program)
     assert hazards and hazards == g.hazards, str(program)  # a kernel reads a or b after another wrote o1 or o2
     assert all(w in ("o1", "o2") and r in ("a", "b") for w, r in hazards)
-    refused, _ = kernel_aliasing(program)
-    assert set(hazards) <= set(refused)  # the GPU host plans refuse them
+    assert set(g.outputs) == {"o1", "o2"} and set(g.copied) == {r for _, r in hazards}
+    refused, same_view = kernel_aliasing(program)
+    assert not set(hazards) & set(refused) | set(same_view)  # copied, so neither refused nor in place
 
 
 def test_kernels_in_the_two_branches_of_a_host_conditional_are_no_hazard(tiny_grid):
@@ -115,25 +116,53 @@ def test_distinct_fields_need_no_copy_and_agree(tiny_grid):
 
 
 @pytest.mark.parametrize("vendor", ["cuda", "hip"])
-def test_the_gpu_targets_refuse_what_a_later_kernel_would_read_overwritten(tiny_grid, vendor):
-    """Kernels by CPU emulation: aliased as a hazard says, the call is refused before any kernel
-    runs (nothing written); distinct fields give the statement's result."""
+@pytest.mark.parametrize("alias", ["o1=a", "o1=b", "o2=a", "o2=b"])
+def test_the_gpu_targets_copy_what_a_later_kernel_reads(tiny_grid, vendor, alias):
+    """Kernels by CPU emulation: whichever output aliases whichever input, the statement's result,
+    also on a second call with the same fields (a call that copied is not replayed: its copy was
+    that call's); the aliased input's buffer ends as the output, as on the C++ target."""
     from icoforge.backend.runtime.emulate import load_emulated
     from icoforge.backend.runtime.gpu import gpu_artifact
     from icoforge.backend.schedule.schedule import VENDOR_DEFAULTS, ProgramSchedule
-    from icoforge.errors import CallArgumentError
 
     program = program_ir(scan_and_point, tiny_grid.connectivities)
     run = load_emulated(gpu_artifact(program, vendor, ProgramSchedule(VENDOR_DEFAULTS[vendor])))
-    w, r = statement_hazards(program)[0]
-    a, b = _inputs(tiny_grid)
-    fields = {"a": a, "b": b}
-    outs = {n: fields[r] if n == w else gtx.as_field([CellDim, KDim], np.full((tiny_grid.num_cells, NK), np.nan)) for n in ("o1", "o2")}
-    before = fields[r].asnumpy().copy()
-    with pytest.raises(CallArgumentError, match=f"field '{w}' shares memory with '{r}'|field '{r}' shares memory with '{w}'"):
+    out_name, in_name = alias.split("=")
+    for call in range(2):
+        a, b = _inputs(tiny_grid)
+        want = {"o1": np.cumsum(a.asnumpy() * b.asnumpy(), axis=1), "o2": 2.0 * a.asnumpy() + b.asnumpy()}
+        fields = {"a": a, "b": b}
+        outs = {n: fields[in_name] if n == out_name else gtx.as_field([CellDim, KDim], np.full((tiny_grid.num_cells, NK), np.nan)) for n in ("o1", "o2")}
         run(a, b, outs["o1"], outs["o2"], offset_provider=tiny_grid.connectivities)
-    np.testing.assert_array_equal(fields[r].asnumpy(), before)
+        np.testing.assert_array_equal(outs["o2"].asnumpy(), want["o2"], err_msg=f"call {call}")
+        np.testing.assert_allclose(outs["o1"].asnumpy(), want["o1"], rtol=1e-14, atol=0, err_msg=f"call {call}")
     o1, o2 = (gtx.as_field([CellDim, KDim], np.full((tiny_grid.num_cells, NK), np.nan)) for _ in range(2))
-    run(a, b, o1, o2, offset_provider=tiny_grid.connectivities)
+    run(a, b, o1, o2, offset_provider=tiny_grid.connectivities)  # distinct fields: nothing to copy
     np.testing.assert_array_equal(o2.asnumpy(), 2.0 * a.asnumpy() + b.asnumpy())
-    np.testing.assert_allclose(o1.asnumpy(), np.cumsum(a.asnumpy() * b.asnumpy(), axis=1), rtol=1e-14, atol=0)
+
+
+def test_a_copy_keeps_the_strides_and_moves_the_pointer_only_where_memory_is_shared():
+    """host_checks._statement_inputs on NumPy memory (the emulation's runtime): an input sharing
+    memory with an output comes back as a view of a copy (same strides, the pointer at the same
+    offset into the copy, the bytes equal), the others as they were; the call is marked copied."""
+    import ctypes
+
+    from icoforge.backend.runtime.emulate import EmulatedRuntime
+    from icoforge.backend.runtime.host_checks import _statement_inputs
+
+    rt = EmulatedRuntime("p")
+    field = gtx.as_field([CellDim, KDim], np.arange(40.0).reshape(4, 10))
+    other = gtx.as_field([CellDim, KDim], np.arange(40.0).reshape(4, 10))
+    view, _ = rt.field(field, 2, np.float64)
+    other_view, _ = rt.field(other, 2, np.float64)
+    got = _statement_inputs(rt, "p", (field,), {"x": (field, view), "y": (other, other_view)})
+    assert rt.copied and got["y"] == other_view
+    assert got["x"][1:] == view[1:] and got["x"][0] != view[0]
+    lo, hi = rt.span(field)
+    start = int(got["x"][0]) - (int(view[0]) - lo)  # the copy's first byte
+    before = ctypes.string_at(lo, hi - lo)
+    assert ctypes.string_at(start, hi - lo) == before
+    field.ndarray[0, 0] = -1.0  # the copy is the call's own memory
+    assert ctypes.string_at(lo, hi - lo) != before and ctypes.string_at(start, hi - lo) == before
+    rt2 = EmulatedRuntime("p")
+    assert _statement_inputs(rt2, "p", (other,), {"x": (field, view)})["x"] == view and not rt2.copied

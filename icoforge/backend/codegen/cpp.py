@@ -184,12 +184,12 @@ def render_aliasing(k: ir.Kernel, program: ir.ProgramIR, indent: str, base: str 
 
 def render_statement_snapshot(g: StatementGroup, program: ir.ProgramIR, indent: str) -> list[str]:
     """Before the first kernel of a statement lowered to several with hazards (access.StatementGroup):
-    its arguments `a<id>`, whose inputs that a later kernel reads and that share memory with an
-    output an earlier kernel writes are copies made now, so that they are read as they were before
-    the statement. Without hazards the statement's kernels take `a` itself."""
+    its arguments `a<id>`, whose inputs a later kernel reads that share memory with an output of
+    the statement are copies made now, so that they are read as they were before the statement.
+    Without hazards the statement's kernels take `a` itself."""
     copy = f"stmt{g.statement}"
     names = ", ".join(k.name for k in g.kernels)
-    written, read = (list(dict.fromkeys(p[i] for p in g.hazards)) for i in (0, 1))
+    written, read = list(g.outputs), list(g.copied)
     return [
         f"{indent}// {names}: one statement of `{program.name}`; inputs a later kernel reads as before it",
         f"{indent}std::optional<Args> {copy};",

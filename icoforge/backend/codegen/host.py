@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from icoforge.backend.ir import ir
-from icoforge.backend.schedule.access import bounds_requirements, kernel_aliasing
+from icoforge.backend.schedule.access import bounds_requirements, kernel_aliasing, statement_groups
 from icoforge.backend.codegen.common import ExprRenderer
 from icoforge.backend.codegen.cuda import WIDE_SUFFIX, kernel_param_order, stride_sets
 from icoforge.backend.ir.dtypes import DTYPES
@@ -53,6 +53,8 @@ class names:  # noqa: N801 (a namespace)
     # the strides a stride set of fields or temporaries passes, `g_<n>` (n: the set's number in the
     # plan, not a symbol: symbols do not start with a digit)
     strides = _Role("g")
+    # the views of one statement's copied inputs (access.StatementGroup), `c_<n>` (n: the statement)
+    statement = _Role("c")
 
 
 class PyHostRenderer(ExprRenderer):
@@ -136,6 +138,9 @@ class _HostPlan:
         self.hr = PyHostRenderer()
         self.lines: list[str] = []
         self.tables = {t.name: t for t in program.tables}
+        # statements lowered to several kernels with hazards: their copied inputs (host_checks._statement_inputs)
+        self.statements = {sid: g for sid, g in statement_groups(program).items() if g.hazards}
+        self.opened: set[int] = set()
         self.dim_size = {dim: f"int(offset_provider[{tag!r}].ndarray.shape[0])" for dim, tag in program.dim_size_tables}
         # the stride sets of fields and temporaries of the kernels with `stride_sets` on, each
         # (members, unit) once: (members, unit) -> the plan's name of its strides
@@ -196,7 +201,7 @@ class _HostPlan:
 
     def checks_used(self) -> list[str]:
         """The names the plan imports from host_checks (those of stride sets only where it has some)."""
-        used = ["_aliasing", "_as32", "_distinct", "_fits32", "_idx32", "_points32", "_require"]
+        used = ["_aliasing", "_as32", "_distinct", "_fits32", "_idx32", "_points32", "_require", "_statement_inputs"]
         if self.sets:
             used += ["_reach32", "_shared", "_strides32"]
         return sorted(used)
@@ -221,6 +226,10 @@ class _HostPlan:
     def steps(self, ss: tuple[ir.Step, ...], ind: str) -> None:
         lines = self.lines
         for s in ss:
+            for sid in dict.fromkeys(k.statement for k in ir.step_kernels(s) if k.statement in self.statements):
+                if sid not in self.opened:  # before the step holding the statement's first kernel
+                    self.opened.add(sid)
+                    self.statement_inputs(self.statements[sid], ind)
             if isinstance(s, ir.Kernel):
                 self.kernel(s, ind)
             else:
@@ -232,6 +241,14 @@ class _HostPlan:
                 if s.orelse:
                     lines.append(f"{ind}else:")
                     self.steps(s.orelse, ind + "    ")
+
+    def statement_inputs(self, g: Any, ind: str) -> None:
+        """The views of the statement's copied inputs, copies where they share memory with one of
+        its outputs (host_checks._statement_inputs)."""
+        outputs = ", ".join(names.arg(f) for f in g.outputs)
+        inputs = ", ".join(f"{f!r}: ({names.arg(f)}, {names.view(f)})" for f in g.copied)
+        self.lines.append(f"{ind}{names.statement(str(g.statement))} = _statement_inputs(rt, {self.program.name!r}, "
+                          f"({outputs},), {{{inputs}}})")
 
     def kernel(self, s: ir.Kernel, ind: str) -> None:
         """Domain, bounds checks, kernel arguments and launch of one kernel."""
@@ -277,9 +294,11 @@ class _HostPlan:
         array_arg = {64: "*{v}", 32: "*_idx32({k!r}, {n!r}, {v}, {r})", "auto": "*_as32({v})"}[bits]
         sets = {st.name: st for st in stride_sets(s, self.program)} if shared else {}
         kargs = []
+        copied = self.statements[s.statement].copied if s.statement in self.statements else ()
         for kind, n in kernel_param_order(s, self.program, shared):
             if kind in ("field", "table"):
-                kargs.append(f"{names.view(n)}[0]" if shared else array_arg.format(k=s.name, n=n, v=names.view(n), r=names.ranges(n)))
+                v = f"{names.statement(str(s.statement))}[{n!r}]" if n in copied else names.view(n)
+                kargs.append(f"{v}[0]" if shared else array_arg.format(k=s.name, n=n, v=v, r=names.ranges(n)))
             elif kind == "strides":
                 st = sets[n]
                 strides = f"{names.view(st.members[0])}[1:]" if _table_set(st) else self.sets[(st.members, st.unit, st.unit_dim)]

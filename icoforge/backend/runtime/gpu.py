@@ -105,6 +105,7 @@ class Runtime:
         self.kernel_fields: dict[str, graphs_mod.Access] = {}
         self._branches: list[Any] = []  # the side streams of the branches, made once
         self._call_buffers: list[Any] = []  # per-call and async: this call's temporaries, freed at its end
+        self.copied = False
         self._plans: dict[tuple, _Replay] = {}
         self._recording: list[tuple] | None = None
         self._pool_generation = 0  # counts temporary buffers (re)allocated: recorded pointers die then
@@ -126,6 +127,7 @@ class Runtime:
                     self.launch(kernel, grid, block, kargs)  # not _launch: observers see replays too
                 return
         self._recording = []
+        self.copied = False  # host_checks._statement_inputs copied an input for this call only
         try:
             launch(args, offset_provider, kernels, self)
             launches = self._recording
@@ -134,7 +136,7 @@ class Runtime:
             # per-call and async temporaries go back now: their pools reuse a block only in stream
             # order, after the kernels launched on this stream that use it
             self._call_buffers.clear()
-        if key is not None:
+        if key is not None and not self.copied:
             if len(self._plans) >= 16:  # a caller with new fields on every call
                 self._plans.clear()
             replay = _Replay(args, offset_provider, self._pool_generation, tuple(launches))

@@ -138,3 +138,39 @@ def _points32(kernel, last):
 def _fits32(last, views_and_ranges):
     """index_bits="auto": may this call run the 32-bit kernel (thread and field indices < 2**31)?"""
     return last <= I32_MAX and all(_reach(v, r) <= I32_MAX for v, r in views_and_ranges)
+
+
+def _statement_inputs(rt, program, outputs, inputs):
+    """The views one statement lowered to several kernels reads its copied inputs through
+    (access.StatementGroup): `inputs` (name -> (field, view)) as they are, or, where one shares
+    memory with a field of `outputs`, a copy of its memory made now on the call's stream (its
+    strides kept, so every stride set still holds), alive until the call ends. A call that copied
+    is not replayed (the copy is this call's); no copy inside a CUDA graph capture."""
+    spans = [s for s in (rt.span(f) for f in outputs) if s[0] < s[1]]
+    views = {}
+    for name, (field, view) in inputs.items():
+        lo, hi = rt.span(field)
+        if lo < hi and any(olo < hi and lo < ohi for olo, ohi in spans):
+            view = _copied_view(rt, program, name, lo, hi, view)
+        views[name] = view
+    return views
+
+
+def _copied_view(rt, program, name, lo, hi, view):
+    import ctypes
+
+    buf = rt.cp.empty(hi - lo, dtype=np.uint8)
+    if rt.cp is np:  # the CPU emulation
+        ctypes.memmove(buf.ctypes.data, lo, hi - lo)
+    else:
+        from icoforge.backend.runtime.graphs import capturing
+
+        stream = rt.stream if rt.stream is not None else rt.cp.cuda.get_current_stream()
+        if capturing(stream):
+            raise CallArgumentError(f"{program}: field {name!r} shares memory with an output of its statement; "
+                                    f"it is copied per call, which a CUDA graph capture cannot hold: pass distinct fields")
+        runtime = rt.cp.cuda.runtime
+        runtime.memcpyAsync(buf.data.ptr, lo, hi - lo, runtime.memcpyDeviceToDevice, stream.ptr)
+    rt._call_buffers.append(buf)
+    rt.copied = True
+    return (np.uint64(rt._ptr(buf) + int(view[0]) - lo), *view[1:])

@@ -244,13 +244,20 @@ class StatementGroup:
     an earlier kernel of it (on the same path through host conditionals) wrote the first. GT4Py's
     statement reads its inputs before it writes its outputs, so where such a pair shares memory
     (icon4py calls muphys' graupel_run with q_out = q_in and t_out = te) the later kernel would read
-    the statement's output instead of its input: the C++ target copies those inputs once before the
-    statement (codegen/cpp.py); the GPU targets refuse such a call (`kernel_aliasing`). Fields the
+    the statement's output instead of its input: every target copies those inputs (`copied`) that
+    share memory with any output of the statement (`outputs`) once, before the statement's first
+    kernel, and the statement's kernels read the copies (codegen/cpp.py, codegen/host.py). Fields the
     statement writes are not inputs: its kernels may pass values through them."""
 
     statement: int
     kernels: tuple[ir.Kernel, ...]
     hazards: tuple[tuple[str, str], ...]
+    outputs: tuple[str, ...] = ()
+
+    @property
+    def copied(self) -> tuple[str, ...]:
+        """The inputs copied where they share memory with an output: those a hazard reads."""
+        return tuple(dict.fromkeys(r for _, r in self.hazards))
 
 
 def statement_groups(program: ir.ProgramIR) -> dict[int, StatementGroup]:
@@ -277,7 +284,7 @@ def statement_groups(program: ir.ProgramIR) -> dict[int, StatementGroup]:
         return written
 
     walk(program.steps, {})
-    return {sid: StatementGroup(sid, tuple(ks), tuple(hazards[sid])) for sid, ks in members.items()}
+    return {sid: StatementGroup(sid, tuple(ks), tuple(hazards[sid]), tuple(sorted(outputs[sid]))) for sid, ks in members.items()}
 
 
 def statement_hazards(program: ir.ProgramIR) -> tuple[tuple[str, str], ...]:
@@ -289,17 +296,19 @@ def kernel_aliasing(program: ir.ProgramIR) -> tuple[tuple[tuple[str, str], ...],
     """(pairs that must not share memory, pairs that may only as one view) of field arguments, per
     kernel: two fields it writes must not; a field it writes and one it only reads may be one
     buffer through one view where `reads_in_place` says so, else must not (the GPU targets run
-    kernels in place; the C++ target copies the read field instead, codegen/cpp.py); across the
-    kernels of one statement, `statement_hazards` must not."""
+    kernels in place; the C++ target copies the read field instead, codegen/cpp.py). A field its
+    statement copies where it shares memory with the statement's outputs (`StatementGroup.copied`)
+    needs neither."""
     params = {p.name for p in program.params if isinstance(p, ir.FieldParam)}
+    groups = statement_groups(program)
     refused: dict[tuple[str, str], None] = {}
     same_view: dict[tuple[str, str], None] = {}
     for k in program.kernels():
         written = [f for f in k.fields_written() if f in params]
-        read_only = [f for f in k.fields_read() if f in params and f not in written]
+        copied = set(groups[k.statement].copied) if k.statement is not None else set()
+        read_only = [f for f in k.fields_read() if f in params and f not in written and f not in copied]
         for i, w in enumerate(written):
             refused.update(((w, o), None) for o in written[i + 1:])
             for r in read_only:
                 (same_view if reads_in_place(k, program, r) else refused)[(w, r)] = None
-    refused.update(dict.fromkeys(statement_hazards(program)))
     return tuple(refused), tuple(p for p in same_view if p not in refused)
