@@ -91,3 +91,25 @@ def run_live_granule(granule: str, reference: Any, live_file: Any, live_results:
         out = run_greenline(opts)
     live_results.update(seen)
     return out
+
+
+def live_granule_fixtures(granule: str, reference: Any) -> tuple[Any, Any, Any]:
+    """The module-scoped fixtures `live_file`, `live_results` and `report` of a granule's slow
+    tests (`run_live_granule` of `granule` against `reference`); a test module binds them to
+    those names: `live_file, live_results, report = live_granule_fixtures(...)`."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def live_file(tmp_path_factory):
+        return tmp_path_factory.mktemp(granule) / "live_icoforge_cpu.json"
+
+    @pytest.fixture(scope="module")
+    def live_results():
+        """icoforge-cpu's verification results (full arrays) after each call: filled by `report`."""
+        return {}
+
+    @pytest.fixture(scope="module")
+    def report(tiny_grid, live_file, live_results):
+        return run_live_granule(granule, reference, live_file, live_results)
+
+    return live_file, live_results, report

@@ -36,7 +36,6 @@ programs" row.
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 from typing import Any
 
 import numpy as np
@@ -256,13 +255,6 @@ class AdvectionGranule(Granule):
     def input_description(cls, grid: Any, levels: int, seed: int) -> dict[str, Any]:
         from icoforge.granule import golden
 
-        return {
-            "granule": cls.kind,
-            **golden.grid_and_state_inputs(grid, levels, seed),
-            "config": dict(CONFIG),
-            "tracer": ["qv", QV_SURFACE, QV_SCALE_HEIGHT, QV_NOISE, QV_SEED_SALT],
-            "dtime": dtime_for(grid),
-            "sequence": list(VERIFY_SEQUENCE),
-            "icon4py": importlib.metadata.version("icon4py-atmosphere-tracer_advection"),
-            "gt4py": importlib.metadata.version("gt4py"),
-        }
+        tracer = ["qv", QV_SURFACE, QV_SCALE_HEIGHT, QV_NOISE, QV_SEED_SALT]
+        return golden.component_inputs(cls.kind, grid, levels, seed, config=CONFIG, dtime=dtime_for(grid), sequence=VERIFY_SEQUENCE,
+                                       package="icon4py-atmosphere-tracer_advection", tracer=tracer)  # fmt: skip

@@ -22,7 +22,6 @@ What differs from the dycore's `Granule` (runner.py), and only that:
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 from typing import Any
 
 import numpy as np
@@ -194,12 +193,5 @@ class DiffusionGranule(Granule):
     def input_description(cls, grid: Any, levels: int, seed: int) -> dict[str, Any]:
         from icoforge.granule import golden
 
-        return {
-            "granule": cls.kind,
-            **golden.grid_and_state_inputs(grid, levels, seed),
-            "config": {k: v for k, v in CONFIG.items()},
-            "dtime": dtime_for(grid),
-            "sequence": list(VERIFY_SEQUENCE),
-            "icon4py": importlib.metadata.version("icon4py-atmosphere-diffusion"),
-            "gt4py": importlib.metadata.version("gt4py"),
-        }
+        return golden.component_inputs(cls.kind, grid, levels, seed, config=CONFIG, dtime=dtime_for(grid), sequence=VERIFY_SEQUENCE,
+                                       package="icon4py-atmosphere-diffusion")  # fmt: skip

@@ -165,6 +165,26 @@ def grid_and_state_inputs(grid: Any, levels: int, seed: int) -> dict[str, Any]:
     }
 
 
+def component_inputs(
+    kind: str, grid: Any, levels: int, seed: int, *, config: dict, dtime: float, sequence: tuple[str, ...], package: str,
+    **own: Any,
+) -> dict[str, Any]:
+    """The inputs of a component granule's recording (diffusion, advection, muphys): its kind, the
+    shared grid and state (`grid_and_state_inputs`), its configuration, what else its own inputs
+    depend on (`own`), dtime, its verification sequence and the versions of its icon4py `package`
+    and of GT4Py."""
+    return {
+        "granule": kind,
+        **grid_and_state_inputs(grid, levels, seed),
+        "config": dict(config),
+        **own,
+        "dtime": dtime,
+        "sequence": list(sequence),
+        "icon4py": importlib.metadata.version(package),
+        "gt4py": importlib.metadata.version("gt4py"),
+    }
+
+
 def input_description(grid: Any, levels: int, seed: int, substeps: int, dtime: float) -> dict[str, Any]:
     """What the verification substeps' inputs depend on (besides the code; the factory backend
     changes the static fields at most by rounding and is left out here, so that a run with other

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import importlib.metadata
 from typing import Any
 
 import numpy as np
@@ -174,13 +173,6 @@ class MuphysGranule(Granule):
     def input_description(cls, grid: Any, levels: int, seed: int) -> dict[str, Any]:
         from icoforge.granule import golden
 
-        return {
-            "granule": cls.kind,
-            **golden.grid_and_state_inputs(grid, levels, seed),
-            "config": dict(CONFIG),
-            "moisture": [RH_LOW, RH_HIGH, MOISTURE_SEED_SALT, {k: list(v) for k, v in HYDROMETEORS.items()}],
-            "dtime": dtime_for(grid),
-            "sequence": list(VERIFY_SEQUENCE),
-            "icon4py": importlib.metadata.version("icon4py-atmosphere-muphys"),
-            "gt4py": importlib.metadata.version("gt4py"),
-        }
+        moisture = [RH_LOW, RH_HIGH, MOISTURE_SEED_SALT, {k: list(v) for k, v in HYDROMETEORS.items()}]
+        return golden.component_inputs(cls.kind, grid, levels, seed, config=CONFIG, dtime=dtime_for(grid), sequence=VERIFY_SEQUENCE,
+                                       package="icon4py-atmosphere-muphys", moisture=moisture)  # fmt: skip

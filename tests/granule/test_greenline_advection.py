@@ -255,20 +255,7 @@ def test_reference_is_gtfn_cpu_of_the_advection_calls(tiny_grid):
 # --- slow: the advection step with icoforge-cpu, end to end ----------------------------------------
 
 
-@pytest.fixture(scope="module")
-def live_file(tmp_path_factory):
-    return tmp_path_factory.mktemp("advection") / "live_icoforge_cpu.json"
-
-
-@pytest.fixture(scope="module")
-def live_results():
-    """icoforge-cpu's three calls' results (full arrays): filled by `report`."""
-    return {}
-
-
-@pytest.fixture(scope="module")
-def report(tiny_grid, live_file, live_results):
-    return granule_checks.run_live_granule("advection", GOLDEN, live_file, live_results)
+live_file, live_results, report = granule_checks.live_granule_fixtures("advection", GOLDEN)
 
 
 @pytest.mark.slow

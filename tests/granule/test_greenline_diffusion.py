@@ -125,20 +125,7 @@ def test_dycore_reference_refused_for_the_diffusion(tiny_grid):
 # --- slow: the diffusion step with icoforge-cpu, end to end ----------------------------------------
 
 
-@pytest.fixture(scope="module")
-def live_file(tmp_path_factory):
-    return tmp_path_factory.mktemp("diffusion") / "live_icoforge_cpu.json"
-
-
-@pytest.fixture(scope="module")
-def live_results():
-    """icoforge-cpu's three calls' results (full arrays): filled by `report`."""
-    return {}
-
-
-@pytest.fixture(scope="module")
-def report(tiny_grid, live_file, live_results):
-    return granule_checks.run_live_granule("diffusion", GOLDEN, live_file, live_results)
+live_file, live_results, report = granule_checks.live_granule_fixtures("diffusion", GOLDEN)
 
 
 @pytest.mark.slow

@@ -214,20 +214,7 @@ def test_reference_is_gtfn_cpu_of_the_muphys_calls(tiny_grid):
 # --- slow: muphys with icoforge-cpu, end to end ---------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def live_file(tmp_path_factory):
-    return tmp_path_factory.mktemp("muphys") / "live_icoforge_cpu.json"
-
-
-@pytest.fixture(scope="module")
-def live_results():
-    """icoforge-cpu's two calls' results (full arrays): filled by `report`."""
-    return {}
-
-
-@pytest.fixture(scope="module")
-def report(tiny_grid, live_file, live_results):
-    return granule_checks.run_live_granule("muphys", GOLDEN, live_file, live_results)
+live_file, live_results, report = granule_checks.live_granule_fixtures("muphys", GOLDEN)
 
 
 @pytest.mark.slow

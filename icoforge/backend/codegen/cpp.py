@@ -11,7 +11,7 @@ Layout of the generated file:
 from __future__ import annotations
 
 from icoforge.backend.ir import ir
-from icoforge.backend.schedule.access import StatementGroup, bounds_requirements, statement_groups
+from icoforge.backend.schedule.access import StatementGroup, bounds_requirements, copying_statements, statements_opened_by
 from icoforge.backend.codegen.common import ExprRenderer, cname, ctype, render_stmts
 from icoforge.backend.ir.dtypes import ITEMSIZE
 
@@ -189,11 +189,10 @@ def render_statement_snapshot(g: StatementGroup, program: ir.ProgramIR, indent: 
     Without hazards the statement's kernels take `a` itself."""
     copy = f"stmt{g.statement}"
     names = ", ".join(k.name for k in g.kernels)
-    written, read = list(g.outputs), list(g.copied)
     return [
         f"{indent}// {names}: one statement of `{program.name}`; inputs a later kernel reads as before it",
         f"{indent}std::optional<Args> {copy};",
-        *_snapshot_switch(written, read, "a", copy, f"{program.name} ({names})", indent),
+        *_snapshot_switch(list(g.outputs), list(g.copied), "a", copy, f"{program.name} ({names})", indent),
         f"{indent}}}",
         f"{indent}const Args& a{g.statement} = {copy} ? *{copy} : a;",
     ]
@@ -216,27 +215,24 @@ def render_launch(k: ir.Kernel, program: ir.ProgramIR, indent: str, base: str = 
     return lines
 
 
-def render_steps(steps: tuple[ir.Step, ...], program: ir.ProgramIR, indent: str, opened: set[int] | None = None) -> list[str]:
-    """The launches in order; a statement lowered to several kernels gets its snapshot before the
-    step holding its first kernel (`opened`: the statements whose snapshot is in scope already)."""
+def render_steps(
+    steps: tuple[ir.Step, ...], program: ir.ProgramIR, indent: str, groups: dict[int, StatementGroup], opened: set[int]
+) -> list[str]:
+    """The launches in order; a statement of `groups` (access.copying_statements) gets its snapshot
+    before the step holding its first kernel (`opened`: the statements whose snapshot is in scope)."""
     hr = HostRenderer("std::")
-    groups = statement_groups(program)
-    opened = set() if opened is None else opened
     out: list[str] = []
     for s in steps:
-        for sid in dict.fromkeys(k.statement for k in ir.step_kernels(s) if k.statement is not None):
-            if sid not in opened and groups[sid].hazards:
-                opened.add(sid)
-                out.extend(render_statement_snapshot(groups[sid], program, indent))
+        for g in statements_opened_by(s, groups, opened):
+            out.extend(render_statement_snapshot(g, program, indent))
         if isinstance(s, ir.Kernel):
-            base = f"a{s.statement}" if s.statement is not None and groups[s.statement].hazards else "a"
-            out.extend(render_launch(s, program, indent, base))
+            out.extend(render_launch(s, program, indent, f"a{s.statement}" if s.statement in groups else "a"))
         else:
             out.append(f"{indent}if ({hr(s.cond)}) {{")
-            out.extend(render_steps(s.then, program, indent + "  ", opened))
+            out.extend(render_steps(s.then, program, indent + "  ", groups, opened))
             if s.orelse:
                 out.append(f"{indent}}} else {{")
-                out.extend(render_steps(s.orelse, program, indent + "  ", opened))
+                out.extend(render_steps(s.orelse, program, indent + "  ", groups, opened))
             out.append(f"{indent}}}")
     return out
 
@@ -322,7 +318,7 @@ def _run_function(program: ir.ProgramIR) -> list[str]:
             f"{str(d.hdim is not None).lower()}, {str(d.k_start is not None).lower()}, {ITEMSIZE[t.dtype]}"
             f"{', h_inner' if both else ''});"
         )
-    lines += render_steps(program.steps, program, "  ")
+    lines += render_steps(program.steps, program, "  ", copying_statements(program), set())
     lines += ["  Py_RETURN_NONE;", "}", ""]
     return lines
 

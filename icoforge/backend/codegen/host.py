@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from icoforge.backend.ir import ir
-from icoforge.backend.schedule.access import bounds_requirements, kernel_aliasing, statement_groups
+from icoforge.backend.schedule.access import bounds_requirements, copying_statements, kernel_aliasing, statements_opened_by
 from icoforge.backend.codegen.common import ExprRenderer
 from icoforge.backend.codegen.cuda import WIDE_SUFFIX, kernel_param_order, stride_sets
 from icoforge.backend.ir.dtypes import DTYPES
@@ -139,7 +139,7 @@ class _HostPlan:
         self.lines: list[str] = []
         self.tables = {t.name: t for t in program.tables}
         # statements lowered to several kernels with hazards: their copied inputs (host_checks._statement_inputs)
-        self.statements = {sid: g for sid, g in statement_groups(program).items() if g.hazards}
+        self.statements = copying_statements(program)
         self.opened: set[int] = set()
         self.dim_size = {dim: f"int(offset_provider[{tag!r}].ndarray.shape[0])" for dim, tag in program.dim_size_tables}
         # the stride sets of fields and temporaries of the kernels with `stride_sets` on, each
@@ -226,10 +226,8 @@ class _HostPlan:
     def steps(self, ss: tuple[ir.Step, ...], ind: str) -> None:
         lines = self.lines
         for s in ss:
-            for sid in dict.fromkeys(k.statement for k in ir.step_kernels(s) if k.statement in self.statements):
-                if sid not in self.opened:  # before the step holding the statement's first kernel
-                    self.opened.add(sid)
-                    self.statement_inputs(self.statements[sid], ind)
+            for g in statements_opened_by(s, self.statements, self.opened):  # before the step holding its first kernel
+                self.statement_inputs(g, ind)
             if isinstance(s, ir.Kernel):
                 self.kernel(s, ind)
             else:

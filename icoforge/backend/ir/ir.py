@@ -558,13 +558,14 @@ def step_kernels(step: Step) -> list[Kernel]:
     return [k for s in (*step.then, *step.orelse) for k in step_kernels(s)]
 
 
+def map_step_kernels(steps: tuple[Step, ...], fn) -> tuple[Step, ...]:
+    """`steps` with every kernel `k` (in host conditionals too, true branch first) replaced by `fn(k)`."""
+    return tuple(fn(s) if isinstance(s, Kernel) else HostIf(s.cond, map_step_kernels(s.then, fn), map_step_kernels(s.orelse, fn)) for s in steps)
+
+
 def map_kernels(program: ProgramIR, fn) -> ProgramIR:
     """`program` with every kernel `k` (in host conditionals too) replaced by `fn(k)`."""
-
-    def visit(steps: tuple[Step, ...]) -> tuple[Step, ...]:
-        return tuple(fn(s) if isinstance(s, Kernel) else HostIf(s.cond, visit(s.then), visit(s.orelse)) for s in steps)
-
-    return dataclasses.replace(program, steps=visit(program.steps))
+    return dataclasses.replace(program, steps=map_step_kernels(program.steps, fn))
 
 
 def rewrite(e: Expr, fn) -> Expr:

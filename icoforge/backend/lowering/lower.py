@@ -242,13 +242,7 @@ class ProgramLowering:
         if sum(len(ir.step_kernels(s)) for s in steps) < 2:
             return steps
         sid = next(self.statement_count)
-
-        def mark(s: ir.Step) -> ir.Step:
-            if isinstance(s, ir.HostIf):
-                return ir.HostIf(s.cond, tuple(mark(x) for x in s.then), tuple(mark(x) for x in s.orelse))
-            return dataclasses.replace(s, statement=sid)
-
-        return tuple(mark(s) for s in steps)
+        return ir.map_step_kernels(steps, lambda k: dataclasses.replace(k, statement=sid))
 
     def field_named_by(self, node: itir.Expr) -> FieldArg | None:
         """The field argument `node` names: a parameter, a temporary or a tuple parameter's element."""

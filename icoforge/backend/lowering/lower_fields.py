@@ -364,13 +364,7 @@ def named_in_order(pl: "ProgramLowering", steps: tuple[ir.Step, ...]) -> tuple[i
     true branch first), as on GT4Py's full path: the lowering names a statement's target kernel
     before the kernels that store what it reads, and a kernel lowered again takes a new name."""
     count = iter(range(1 << 30))
-
-    def rename(s: ir.Step) -> ir.Step:
-        if isinstance(s, ir.HostIf):
-            return ir.HostIf(s.cond, tuple(rename(x) for x in s.then), tuple(rename(x) for x in s.orelse))
-        return dataclasses.replace(s, name=f"{pl.short_name}_k{next(count)}")
-
-    return tuple(rename(s) for s in steps)
+    return ir.map_step_kernels(steps, lambda k: dataclasses.replace(k, name=f"{pl.short_name}_k{next(count)}"))
 
 
 def _scans_into_targets(pl: "ProgramLowering", steps: list[ir.Kernel], targets: list[FieldArg]) -> list[ir.Kernel]:

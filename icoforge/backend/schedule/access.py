@@ -252,7 +252,7 @@ class StatementGroup:
     statement: int
     kernels: tuple[ir.Kernel, ...]
     hazards: tuple[tuple[str, str], ...]
-    outputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...]
 
     @property
     def copied(self) -> tuple[str, ...]:
@@ -285,6 +285,19 @@ def statement_groups(program: ir.ProgramIR) -> dict[int, StatementGroup]:
 
     walk(program.steps, {})
     return {sid: StatementGroup(sid, tuple(ks), tuple(hazards[sid]), tuple(sorted(outputs[sid]))) for sid, ks in members.items()}
+
+
+def copying_statements(program: ir.ProgramIR) -> dict[int, StatementGroup]:
+    """The statements whose copied inputs the targets copy before them: those with hazards."""
+    return {sid: g for sid, g in statement_groups(program).items() if g.hazards}
+
+
+def statements_opened_by(step: ir.Step, groups: dict[int, StatementGroup], opened: set[int]) -> list[StatementGroup]:
+    """The statements of `groups` whose first kernel lies in `step` (none of `opened`), now added
+    to `opened`: the code copying their inputs goes before `step`, in scope for all their kernels."""
+    new = [groups[sid] for sid in dict.fromkeys(k.statement for k in ir.step_kernels(step)) if sid in groups and sid not in opened]
+    opened.update(g.statement for g in new)
+    return new
 
 
 def statement_hazards(program: ir.ProgramIR) -> tuple[tuple[str, str], ...]:
