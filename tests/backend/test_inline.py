@@ -256,7 +256,7 @@ def test_policies_are_schedule_data_and_checked():
 
 
 def test_the_pipeline_runs_it_between_forwarding_and_hoisting():
-    assert [p.name for p in pipeline.TRANSLATE_PASSES] == ["forward", "inline", "hoist", "order"]
+    assert [p.name for p in pipeline.TRANSLATE_PASSES] == ["forward", "inline", "share", "hoist", "order"]
     p = program([kernel("p_k0", ir.Store("t", mul(at("a"), at("b")))), kernel("p_k1", ir.Store("out", add(at("t"), at("t", 1))))])
     assert names(pipeline.translate_passes(p)) == ["p_k1"]
     assert names(pipeline.translate_passes(p, "off")) == ["p_k0", "p_k1"]

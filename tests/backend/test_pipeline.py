@@ -31,9 +31,9 @@ def kloop(k_per_thread: int) -> ProgramSchedule:
 
 def test_the_stages_run_in_order_and_each_is_the_previous_one_rewritten(lowered):
     names = [n for n, _, _ in pipeline.stages(lowered)]
-    assert names == ["lower", "forward", "inline", "hoist", "order"]
+    assert names == ["lower", "forward", "inline", "share", "hoist", "order"]
     stages = pipeline.stages(lowered, kloop(4), "cuda")
-    assert [n for n, _, _ in stages] == ["lower", "forward", "inline", "hoist", "order", "fuse", "hoist per launch"]
+    assert [n for n, _, _ in stages] == ["lower", "forward", "inline", "share", "hoist", "order", "fuse", "hoist per launch"]
     irs = {n: p for n, _, p in stages}
     assert irs["order"] == pipeline.translate_passes(lowered)  # what `translate` hands on
     assert not any(k.prologue for k in irs["forward"].kernels()) and any(k.prologue for k in irs["hoist"].kernels())
@@ -73,9 +73,9 @@ def test_explain_prints_each_stage(tiny_grid):
     from icoforge.perf.explain import explain
 
     pages = explain(PROGRAM, tiny_grid, "cuda", ["pipeline"], settings=["k_per_thread=4"])
-    assert [p.stage for p in pages] == ["pipeline"] * 7
-    assert [p.title.split("`")[1] for p in pages] == ["lower", "forward", "inline", "hoist", "order", "fuse", "hoist per launch"]
+    assert [p.stage for p in pages] == ["pipeline"] * 8
+    assert [p.title.split("`")[1] for p in pages] == ["lower", "forward", "inline", "share", "hoist", "order", "fuse", "hoist per launch"]
     assert all(p.text.startswith(f"program {PROGRAM}(") for p in pages)
-    assert "_h0" in pages[-1].text and "_h0" not in pages[4].text
+    assert "_h0" in pages[-1].text and "_h0" not in pages[5].text
     cpp = explain(PROGRAM, tiny_grid, "cpp", ["pipeline"])
-    assert len(cpp) == 5  # the C++ target has no launch layout: no GPU passes
+    assert len(cpp) == 6  # the C++ target has no launch layout: no GPU passes

@@ -277,7 +277,7 @@ def store(pl: "ProgramLowering", base: LazyField, missing_ok: bool = False) -> A
         def scan_kernel(sl: "StencilLowering") -> ir.Kernel:
             return pl.lower_scan(name, sl, base.stencil, its, make_targets, domain)
 
-        pl.pending.append(_lowered(pl, name, domain, "stored scan", scan_kernel, hoist=False)[1])
+        pl.pending.append(_lowered(pl, name, domain, "stored scan", scan_kernel)[1])
         base.stored = _as_arg(temps, shape[0])  # muphys' graupel scan: a tuple of tuples
         return base.stored
     else:
@@ -553,7 +553,7 @@ def _flat_domains(node: itir.Expr, n: int) -> list[itir.Expr]:
     return [node] * n
 
 
-def _lowered(pl: "ProgramLowering", name: str, domain: ir.Domain, what: str, body, hoist: bool = True):
+def _lowered(pl: "ProgramLowering", name: str, domain: ir.Domain, what: str, body):
     """(StencilLowering, body(sl)) for a kernel over `domain`. A field recomputed in it that got
     stored meanwhile (read elsewhere, shifted, later in the same kernel) is loaded instead: the
     kernel is lowered again (GT4Py does the same: a field it stores is read from the temporary
@@ -563,7 +563,10 @@ def _lowered(pl: "ProgramLowering", name: str, domain: ir.Domain, what: str, bod
     for _ in range(50):
         sl = StencilLowering(pl, f"kernel {name} ({what})")
         sl.center = pl.iterator_at_domain(IndexArg("?"), domain).pos
-        sl.hoist_domain = domain if hoist else None  # a scan's blocks are its levels': none hoisted
+        # values may be computed before branches over the kernel's domain; in a scan that is still
+        # inside the level loop (its body is one level's), and the scan's own state is no lazy
+        # field: graupel_run's scan computed each input once instead of once per branch reading it
+        sl.hoist_domain = domain
         result = body(sl)
         if not any(b.stored is not None for b in sl.inlined):
             return sl, result

@@ -1,7 +1,7 @@
 """The compiler's passes, in order: kernel IR -> kernel IR, each a pure function.
 
     GTIR --GT4Py's passes--> GTIR --lower--> kernel IR
-         --forward--> --inline(policy)--> --hoist--> --order-->   (every target: `translate_passes`)
+         --forward--> --inline(policy)--> --share--> --hoist--> --order-->   (every target: `translate_passes`)
          --fuse--> --sweeps--> plan(schedule) --per-launch hoist--> (GPU targets: `gpu_passes`)
          --> printers (codegen/cpp.py, codegen/cuda.py), which print and do not transform
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 
-from icoforge.backend.passes import forward, hoist, inline, order, sweeps
+from icoforge.backend.passes import forward, hoist, inline, order, share, sweeps
 from icoforge.backend.ir import ir
 from icoforge.backend.schedule import tuned
 from icoforge.backend.passes.fuse import fuse_kernels
@@ -35,6 +35,7 @@ class Pass:
 TRANSLATE_PASSES = (
     Pass("forward", lambda p, _: forward.forward_copies(p), "copy forwarding: the copy kernels GT4Py's temporaries leave are gone"),
     Pass("inline", inline.inline_temporaries, "temporaries recomputed in their readers where that moves fewer bytes (compute_inline)"),
+    Pass("share", lambda p, _: share.share_program(p), "branches on one condition merged, equal values computed once (value numbering)"),
     Pass("hoist", lambda p, _: hoist.hoist_program(p), "neighbour indices and level-invariant values computed once per column"),
     Pass("order", lambda p, _: order.order_program(p), "straight-line bodies: shared values first, each store after its own values (GPU registers)"),
 )
