@@ -89,6 +89,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="record --backend's results of the verification substeps (a compact fingerprint, JSON)",
     )  # fmt: skip
     p.add_argument(
+        "--save-fields", metavar="PATH.npz",
+        help="record --backend's results of the verification substeps whole (NumPy .npz; ~1.2 GB per substep on "
+        "R2B6/80), for an element-wise comparison between two runs: python -m icoforge.granule.golden "
+        "compare-fields REF.npz TEST.npz (a fingerprint reads rounding spread over all points as one point off)",
+    )  # fmt: skip
+    p.add_argument(
         "--reference", metavar="PATH", dest="reference_file",
         help="verify every backend against a recorded fingerprint (see --save-reference)",
     )  # fmt: skip

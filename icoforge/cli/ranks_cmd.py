@@ -60,7 +60,7 @@ def world_size() -> int | None:
 # values: refused by name rather than ignored (a --ranks run used to drop them without a word)
 ONE_PROCESS_ONLY = {
     "cold": ("--cold", False), "substep_fusion": ("--substep-fusion", False), "gpu_lock": ("--gpu-lock", None),
-    "save_reference": ("--save-reference", None), "reference_file": ("--reference", None),
+    "save_reference": ("--save-reference", None), "save_fields": ("--save-fields", None), "reference_file": ("--reference", None),
     "floors_steps": ("--floors-steps", 0), "profile_steps": ("--profile-steps", 1), "markdown": ("--markdown", None),
     "latest": ("--latest", None), "floors": ("--floors", None), "commit": ("--commit", None),
     "timing_rounds": ("--timing-rounds", 1),

@@ -361,12 +361,56 @@ def compare_fingerprints(test: dict[str, Any], ref: dict[str, Any], rtol: float)
     return verify.Comparison(backend=test["backend"], reference=f"{ref['backend']} (recorded)", rtol=rtol, substeps=substeps)
 
 
+# --- whole fields: element by element between two runs -------------------------------------------
+#
+# A fingerprint's projections sum every point, so two backends that round differently (DaCe
+# contracts a*b+c to one fused multiply-add; icoforge does not) move them by rounding summed over
+# the whole field: on R2B6/80 (26.5 M points of w) 3.0e-10 of max|w|, which `compare_fingerprints`
+# reads, conservatively, as one point off by 1.7e-9 (session 37), while its 50 sampled points differed
+# by 4.6e-14. Sixteen projections cannot tell one wrong point from rounding spread over all of
+# them; whole fields can. The greenline's `--save-fields` writes them (the device's disk, not the
+# call's output: ~1.2 GB per substep on R2B6/80) and `compare-fields` compares them as `--verify`
+# compares two backends of one process.
+
+
+def write_fields(path: str | pathlib.Path, results: list[dict[str, np.ndarray]], sequence: tuple[str, ...]) -> None:
+    """`results` of the verification sequence, whole (`np.savez`, uncompressed: float noise does
+    not compress), the substep labels beside them."""
+    arrays = {f"{i}/{name}": np.asarray(x) for i, r in enumerate(results) for name, x in r.items()}
+    np.savez(path, __sequence__=np.array(sequence), **arrays)
+
+
+def load_fields(path: str | pathlib.Path) -> tuple[list[dict[str, np.ndarray]], tuple[str, ...]]:
+    with np.load(path) as z:
+        sequence = tuple(str(v) for v in z["__sequence__"])
+        results: list[dict[str, np.ndarray]] = [{} for _ in sequence]
+        for key in z.files:
+            if key != "__sequence__":
+                i, name = key.split("/", 1)
+                results[int(i)][name] = z[key]
+    return results, sequence
+
+
+def compare_fields(test_path: str | pathlib.Path, ref_path: str | pathlib.Path, rtol: float) -> verify.Comparison:
+    """Two `write_fields` files, element by element (largest |a - b| / max|reference| per field)."""
+    test, test_seq = load_fields(test_path)
+    ref, ref_seq = load_fields(ref_path)
+    if test_seq != ref_seq:
+        raise ValueError(f"substeps {test_seq} against the reference's {ref_seq}")
+    return verify.compare_runs(str(test_path), test, str(ref_path), ref, rtol, ref_seq)
+
+
 def _main(argv: list[str]) -> int:
-    """python -m icoforge.granule.golden compare REF.json TEST.json [RTOL]"""
-    if len(argv) not in (3, 4) or argv[0] != "compare":
+    """python -m icoforge.granule.golden compare REF.json TEST.json [RTOL]
+    python -m icoforge.granule.golden compare-fields REF.npz TEST.npz [RTOL]   (greenline --save-fields)"""
+    if len(argv) not in (3, 4) or argv[0] not in ("compare", "compare-fields"):
         print(_main.__doc__)
         return 2
     rtol = float(argv[3]) if len(argv) == 4 else verify.DEFAULT_RTOL
+    if argv[0] == "compare-fields":
+        c = compare_fields(argv[2], argv[1], rtol)
+        print(json.dumps({k: v for k, v in c.to_json().items() if k != "substeps"}, indent=1))
+        return 0 if c.passed else 1
     ref = load(argv[1])
     c = compare_fingerprints(load(argv[2]), ref, rtol)
     print(json.dumps({k: v for k, v in c.to_json().items() if k != "substeps"}, indent=1))
@@ -377,6 +421,7 @@ def _main(argv: list[str]) -> int:
 
 __all__ = [
     "check_inputs",
+    "compare_fields",
     "compare_fingerprints",
     "compare_golden",
     "fingerprint",
@@ -384,10 +429,12 @@ __all__ = [
     "input_backends",
     "input_description",
     "load",
+    "load_fields",
     "made_by",
     "plant_one_point_fault",
     "single_point_weight",
     "write",
+    "write_fields",
 ]
 
 if __name__ == "__main__":

@@ -85,6 +85,7 @@ class GreenlineOptions(GranuleOptions):
     timing_rounds: int = 1
     cold: bool = False  # compile into an empty, temporary icoforge cache
     save_reference: str | None = None  # write the first backend's verification fingerprint here
+    save_fields: str | None = None  # write the first backend's verification results, whole (.npz), here
     reference_file: str | None = None  # compare every backend with a recorded fingerprint
     gpu_lock: str | None = None  # hold an exclusive flock on this file while measuring (see gpulock.py)
     substep_fusion: bool = False  # icoforge GPU backends: each substep's calls as one program (backend/runtime/substep.py)
@@ -372,6 +373,9 @@ def measure(
         first = granules[0]  # its backend and its static fields' factory backend recorded from the objects
         golden.write(opts.save_reference, first, first.static, inputs, sequence(first), environment(), sequence=labels)
         log(f"reference fingerprint of {granules[0].name} written to {opts.save_reference}")
+    if opts.save_fields:
+        golden.write_fields(opts.save_fields, sequence(granules[0]), labels)
+        log(f"verification results of {granules[0].name}, whole fields, written to {opts.save_fields}")
 
     rounds = opts.timing_rounds
     pauses_of: dict[str, list[dict[str, Any]]] = {g.name: [] for g in granules}

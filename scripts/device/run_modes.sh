@@ -28,6 +28,8 @@
 #            process, taken in alternation through the lock; session 35: two processes of the same
 #            code differed by 3.6 % timed one after the other), ALL_S (540), COMMIT (the commit measured; default "tree ID", ID from tree_id.sh),
 #        FLOORS_STEPS (1: ours records one more dycore step for the byte floors; 0: none),
+#        FIELDS (1: every run also saves its verification results whole, compared element by element
+#            with ours in the summary: a fingerprint cannot tell rounding from one wrong point; 0: not),
 #        GL_ARGS (more greenline arguments of every run, e.g. GL_ARGS=--graph-replay: each backend's
 #            substeps also replayed as CUDA graphs, a "dycore step, replayed" row in the step table).
 # Results: $OUT/summary.txt, $OUT/greenline.md, $OUT/granule-latest.json, $OUT/all.tgz.
@@ -64,12 +66,17 @@ stamp "$NPROC greenline processes on $GRID/$LEVELS (GPU memory $GPU_GB GB)"
 # the static fields first, shared by every process (a fresh machine: ~170 s on R2B6/80; session 18's
 # call 3 computed them inside ours while dace_gpu waited, and nothing was timed by the deadline)
 static_fields $GRID $LEVELS $W/static-fields.log || exit 1  # no grid or fields: nothing to measure
+# whole verification results per run (FIELDS=1, the default): compared element by element in the
+# summary, since a fingerprint reads rounding spread over all points (DaCe's fused multiply-adds)
+# as one point off (session 37: "failed" at 1.7e-9 on R2B6/80 where the sampled points differed by
+# 5e-14). Several GB on R2B6/80: the device's disk only, never $OUT.
+fields() { [ "${FIELDS:-1}" = 1 ] && echo "--save-fields $W/fields-$1-$TAG.npz"; }
 if [ "${OURS:-1}" = 1 ]; then
   # --floors-steps 1: the kernel/program/substep byte floors of today's kernels, for granule-latest.json
-  $GL --backend icoforge-cuda --floors-steps ${FLOORS_STEPS:-1} --save-reference $W/ref-icoforge-$TAG.json --json $W/gl-$TAG-opt.json > $W/gl-$TAG-opt.log 2>&1 &
+  $GL --backend icoforge-cuda --floors-steps ${FLOORS_STEPS:-1} --save-reference $W/ref-icoforge-$TAG.json $(fields icoforge) --json $W/gl-$TAG-opt.json > $W/gl-$TAG-opt.log 2>&1 &
 fi
 for b in ${PEERS-dace_gpu}; do
-  $GL --backend $b --save-reference $W/ref-$b-$TAG.json --json $W/gl-$TAG-$b.json > $W/gl-$TAG-$b.log 2>&1 &
+  $GL --backend $b --save-reference $W/ref-$b-$TAG.json $(fields $b) --json $W/gl-$TAG-$b.json > $W/gl-$TAG-$b.log 2>&1 &
 done
 AB=${AB:-}; AB2=${AB2:-}; AB3=${AB3:-}
 # ab_run SUFFIX: ours with AB$SUFFIX's schedule, AB${SUFFIX}_ENV's environment, AB${SUFFIX}_ARGS's arguments
@@ -77,7 +84,7 @@ ab_run() {
   local spec_var=AB$1 env_var=AB$1_ENV args_var=AB$1_ARGS
   local spec=${!spec_var:-}; [ -n "$spec" ] || return 0
   local label=${spec%%=*} schedule=${spec#*=}
-  env ${!env_var:-} $GL --backend icoforge-cuda --schedule "$schedule" ${!args_var:-} --save-reference $W/ref-$label-$TAG.json \
+  env ${!env_var:-} $GL --backend icoforge-cuda --schedule "$schedule" ${!args_var:-} --save-reference $W/ref-$label-$TAG.json $(fields $label) \
     --json $W/gl-$TAG-$label.json > $W/gl-$TAG-$label.log 2>&1 &
 }
 ab_run ""; ab_run 2; ab_run 3
@@ -108,11 +115,18 @@ nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=
   for b in ${PEERS-dace_gpu}; do
     [ -f $W/ref-$b-$TAG.json ] && [ -f $W/ref-icoforge-$TAG.json ] && python3 -m icoforge.granule.golden compare $W/ref-$b-$TAG.json $W/ref-icoforge-$TAG.json
   done
+  if [ "${FIELDS:-1}" = 1 ]; then
+    echo "== whole fields, element by element: each peer vs icoforge-cuda ($TAG) =="
+    for b in ${PEERS-dace_gpu}; do
+      [ -f $W/fields-$b-$TAG.npz ] && [ -f $W/fields-icoforge-$TAG.npz ] && python3 -m icoforge.granule.golden compare-fields $W/fields-$b-$TAG.npz $W/fields-icoforge-$TAG.npz
+    done
+  fi
   for spec in "$AB" "$AB2" "$AB3"; do
     label=${spec%%=*}
     if [ -n "$spec" ] && [ -f $W/ref-$label-$TAG.json ]; then
       echo "== fingerprints: icoforge-cuda $label (${spec#*=}) vs the default ($TAG): bit-identical expected =="
       python3 -m icoforge.granule.golden compare $W/ref-$label-$TAG.json $W/ref-icoforge-$TAG.json
+      [ -f $W/fields-$label-$TAG.npz ] && [ -f $W/fields-icoforge-$TAG.npz ] && python3 -m icoforge.granule.golden compare-fields $W/fields-icoforge-$TAG.npz $W/fields-$label-$TAG.npz 0
     fi
   done
   # what the package's tuned schedules did (session 16: none applied, and nobody saw it in the tables)
@@ -124,5 +138,5 @@ nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=
   cat $W/clocks-start.csv $W/clocks-end.csv
 } > $OUT/summary.txt 2>&1
 for f in $W/*.log; do echo "--- $f"; grep -E "Error|error|Traceback" $f | head -3; tail -2 $f; done
-tar czf $OUT/all.tgz -C $W . 2>/dev/null; rm -f $OUT/.all.tgz.tmp
+tar czf $OUT/all.tgz --exclude='*.npz' -C $W . 2>/dev/null; rm -f $OUT/.all.tgz.tmp
 cut -c1-250 $OUT/summary.txt | tail -120

@@ -628,6 +628,36 @@ def test_two_recorded_fingerprints_compare(tmp_path):
         golden.compare_fingerprints(newer, ref, rtol=1e-12)
 
 
+def test_whole_fields_tell_rounding_from_one_wrong_point(tmp_path):
+    """greenline --save-fields and `golden compare-fields` (session 37): rounding spread over every
+    point (DaCe's fused multiply-adds against icoforge's separate ones) moves a fingerprint's
+    projections as one point off by far more would; whole fields compare element by element, so
+    the rounding passes and one wrong point still fails."""
+    from icoforge.granule import golden
+
+    results = _sequence()
+    rng = np.random.default_rng(3)
+    rounded = [{k: v * (1 + 1e-13 * rng.choice([-1.0, 1.0], v.shape)) for k, v in r.items()} for r in results]
+    ref_json = tmp_path / "ref.json"
+    golden.write(ref_json, *_made_with("gtfn_cpu", "gtfn_cpu"), {"grid": "X"}, results, {})
+    one_point_bound = max(golden.compare_golden(rounded, golden.load(ref_json), "x", 1e-12).worst().values())
+    assert one_point_bound > 1e-12  # the fingerprint reads the spread rounding as one point off by more
+    seq = tuple(verify.VERIFY_SEQUENCE)
+    golden.write_fields(tmp_path / "ref.npz", results, seq)
+    golden.write_fields(tmp_path / "rounded.npz", rounded, seq)
+    back, labels = golden.load_fields(tmp_path / "ref.npz")
+    assert labels == seq and all(np.array_equal(b[k], r[k]) for b, r in zip(back, results) for k in r)
+    cmp = golden.compare_fields(tmp_path / "rounded.npz", tmp_path / "ref.npz", 1e-12)
+    assert cmp.passed and 0 < max(cmp.worst().values()) < 2e-13
+    wrong = [{k: v.copy() for k, v in r.items()} for r in results]
+    wrong[1]["w"][11, 2] += 1e-10 * np.abs(results[1]["w"]).max()  # one point, in the second substep
+    golden.write_fields(tmp_path / "wrong.npz", wrong, seq)
+    bad = golden.compare_fields(tmp_path / "wrong.npz", tmp_path / "ref.npz", 1e-11)
+    assert not bad.passed and bad.worst()["w"] > 1e-11 and bad.worst()["rho"] == 0.0
+    assert golden._main(["compare-fields", str(tmp_path / "ref.npz"), str(tmp_path / "rounded.npz"), "1e-12"]) == 0
+    assert golden._main(["compare-fields", str(tmp_path / "ref.npz"), str(tmp_path / "wrong.npz"), "1e-11"]) == 1
+
+
 def test_cold_compile_starts_from_empty_caches(monkeypatch):
     """`greenline --cold`: icoforge's translation/build cache points into a fresh empty directory
     while it runs, and back where it was afterwards."""

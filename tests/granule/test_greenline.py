@@ -92,6 +92,7 @@ def report(tiny_grid, live_fingerprint_file, live_results):
         only_used_variants=True,
         reference_file=str(GOLDEN) if GOLDEN.exists() else None,
         save_reference=str(live_fingerprint_file),  # the substeps are run anyway: no extra cost
+        save_fields=str(live_fingerprint_file.with_suffix(".npz")),
         rtol=RTOL,
         floors_steps=1,  # one more recorded step (milliseconds here) for the byte floors
     )
@@ -126,6 +127,20 @@ def test_granule_runs_end_to_end_with_icoforge_cpu(report):
     floors = r.floors["floors_bytes"]
     assert floors["kernel"] >= floors["program"] >= floors["substep"] > 0, floors
     assert report.results[1].floors["floors_bytes"] == floors  # same compiled code, same calls
+
+
+@pytest.mark.slow
+def test_saved_whole_fields_are_the_first_backends_results(report, live_fingerprint_file, live_results):
+    """--save-fields writes the first backend's verification results whole; compare-fields against
+    the second backend's (the same code, another pass cache) finds them equal."""
+    saved, labels = golden.load_fields(live_fingerprint_file.with_suffix(".npz"))
+    live = live_results["icoforge-cpu"]
+    assert labels == tuple(VERIFY_SEQUENCE) and len(saved) == len(live)
+    assert all(np.array_equal(s[k], np.asarray(r[k])) for s, r in zip(saved, live) for k in r)
+    other = live_fingerprint_file.with_name("other.npz")
+    golden.write_fields(other, live_results["icoforge-cpu+roundtrip-passes"], labels)
+    cmp = golden.compare_fields(other, live_fingerprint_file.with_suffix(".npz"), 0.0)
+    assert cmp.passed and max(cmp.worst().values()) == 0.0
 
 
 needs_golden = pytest.mark.skipif(
