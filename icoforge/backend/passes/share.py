@@ -21,7 +21,9 @@ Three rewrites of a kernel body, repeated until nothing changes:
 
 Every operation stays as it was, on the same operands: results are bit-identical (the stored
 references and the CPU/GPU equality tests check it). Conditions are compared as expressions over
-single-assignment variables only.
+single-assignment variables only. Cost: milliseconds on the dycore programs; about 2.5 s on
+graupel_run (12,000 statements, five rounds; 2-core VM) on every build of it, where its C++
+compile alone takes longer.
 """
 
 from __future__ import annotations
