@@ -8,7 +8,7 @@ of its scan's inputs (790 pow/exp calls per level in the scan kernel; gtfn's who
 Three rewrites of a kernel body, repeated until nothing changes:
 
 1. **known conditions**: an `If` inside a branch of an `If` on the same condition keeps only the
-   side that runs; `c ? true : false` is `c`.
+   side that runs.
 2. **merge**: a later `If` on the same condition on data (a named value) moves up to an earlier one in the same statement
    list and joins its branches (then after then, else after else), where nothing between them
    changes what it reads: the plain `Let`s it needs from between come along (before the earlier
@@ -19,6 +19,9 @@ Three rewrites of a kernel body, repeated until nothing changes:
    once (branch results, scan state) and field loads carry a version that changes at every
    assignment or store, so a value is only shared while its inputs are unchanged.
 
+A kernel is rewritten only where that removes calls of transcendental functions (pow, exp, log,
+...): the work g++ and nvcc leave. Where it would only share cheap arithmetic they find the same
+themselves, and the kernel stays as lowered, so the tuned schedules fingerprinted on it still apply.
 Every operation stays as it was, on the same operands: results are bit-identical (the stored
 references and the CPU/GPU equality tests check it). Conditions are compared as expressions over
 single-assignment variables only. Cost: milliseconds on the dycore programs; about 2.5 s on
@@ -54,7 +57,10 @@ def share_kernel(k: ir.Kernel) -> ir.Kernel:
         if new == stmts:
             break
         stmts = new
-    if stmts == k.prologue + k.body:
+    if stmts == k.prologue + k.body or _expensive_calls(stmts) >= _expensive_calls(k.prologue + k.body):
+        # nothing removed that g++ and nvcc would not remove themselves (cheap arithmetic under one
+        # condition, their value numbering's work): the kernel stays as lowered, and a tuned schedule
+        # fingerprinted on its code still applies (three REGIONAL/80 entries would have been lost)
         return k
     if k.prologue:  # the prologue is k-invariant statements: keep its statements where they were
         n = len(k.prologue)
@@ -62,6 +68,17 @@ def share_kernel(k: ir.Kernel) -> ir.Kernel:
             return k
         return dataclasses.replace(k, body=stmts[n:])
     return dataclasses.replace(k, body=stmts)
+
+
+# calls a compiler does not merge across branches and that cost tens of instructions each
+EXPENSIVE = frozenset({
+    "power", "exp", "log", "gamma", "cbrt", "sin", "cos", "tan", "arcsin", "arccos", "arctan",
+    "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh",
+})  # fmt: skip
+
+
+def _expensive_calls(stmts) -> int:
+    return sum(isinstance(e, ir.Call) and e.fn in EXPENSIVE for e in ir.walk_body_exprs(tuple(stmts)))
 
 
 # --- what statements read, assign, load and store --------------------------------------------
@@ -106,27 +123,11 @@ def _pure(e: ir.Expr, mutable: set[str]) -> bool:
 # --- 1. known conditions ---------------------------------------------------------------------
 
 
-def _simplify(e: ir.Expr) -> ir.Expr:
-    def one(x: ir.Expr) -> ir.Expr:
-        if isinstance(x, ir.Select) and _is_const(x.a, True) and _is_const(x.b, False) and x.cond.dtype == "bool":
-            return x.cond
-        return x
-
-    return ir.rewrite(e, one)
-
-
-def _is_const(e: ir.Expr, value: bool) -> bool:
-    return isinstance(e, ir.Const) and e.dtype == "bool" and bool(e.value) is value
-
-
 def _known(stmts, facts: dict, mutable: set[str]) -> tuple[ir.Stmt, ...]:
     out: list[ir.Stmt] = []
     for s in stmts:
-        if isinstance(s, ir.Let):
-            value = _simplify(s.value)
-            out.append(s if value == s.value else dataclasses.replace(s, value=value))
-        elif isinstance(s, ir.If):
-            cond = _simplify(s.cond)
+        if isinstance(s, ir.If):
+            cond = s.cond
             if _pure(cond, mutable) and cond in facts:
                 out.extend(_known(s.then if facts[cond] else s.orelse, facts, mutable))
                 continue
