@@ -124,6 +124,7 @@ class AdvectionGranule(Granule):
 
     kind = "advection"
     component = "Advection"
+    component_module = "icon4py.model.atmosphere.tracer_advection.tracer_advection"
     variants = VARIANTS
     step_mix = STEP_MIX
     verify_sequence = VERIFY_SEQUENCE
@@ -137,33 +138,25 @@ class AdvectionGranule(Granule):
         state = super().initial_state(static, grid, levels, seed)
         return {**state, **advection_state(state, static, grid.icon_grid, dtime_for(grid), seed)}
 
-    def construct(self) -> Any:
-        from icon4py.model.atmosphere.tracer_advection import tracer_advection as adv
+    def inputs(self) -> dict[str, Any]:
+        """Advection's static arguments, fields on this backend's device (Granule.inputs)."""
         from icon4py.model.atmosphere.tracer_advection import tracer_advection_states as adv_states
         from icon4py.model.common import dimension as dims
         from icon4py.model.common import model_backends
-        from icon4py.model.common.decomposition import definitions as decomposition
         from icon4py.model.common.grid import states as grid_states
         from icon4py.model.common.utils import data_allocation as data_alloc
 
         from icoforge.granule.diffusion import EDGE_PARAMS
         from icoforge.granule.solver import as_field
-        from icoforge.suite import peers
 
         assert self.grid is not None
-        # a peer as icon4py's driver hands it to its granules (main.py: customize_backend(None,
-        # descriptor)): icon4py 0.4.1's NoFluxCondition binds its program with `with_backend(backend)`,
-        # which takes a GT4Py backend, not the descriptor its setup_program calls take
-        backend = peers.for_program(self.backend, None) if peers.is_descriptor(self.backend) else self.backend
         static = self.static
         allocator = model_backends.get_allocator(self.backend)
         field = functools.partial(as_field, allocator=allocator)
         g = {k: field(v) for k, v in static.geometry.items()}
         i = static.interpolation
         shallow = data_alloc.constant_field(self.grid.icon_grid, 1.0, dims.KDim, allocator=allocator)
-        return adv.convert_config_to_advection(
-            config=advection_config(),
-            grid=self.grid.icon_grid,
+        return dict(
             interpolation_state=adv_states.AdvectionInterpolationState(
                 **{k: field(i[k]) for k in ("geofac_div", "rbf_vec_coeff_e", "pos_on_tplane_e_1", "pos_on_tplane_e_2")}
             ),
@@ -184,8 +177,22 @@ class AdvectionGranule(Granule):
                 area=g["cell_area"],
                 mean_cell_area=float(static.scalars["mean_cell_area"]),
             ),
-            backend=backend,
-            exchange=decomposition.single_node_exchange if self.exchange is None else self.exchange,
+        )
+
+    def construct(self, inputs: dict[str, Any]) -> Any:
+        from icon4py.model.atmosphere.tracer_advection import tracer_advection as adv
+        from icon4py.model.common.decomposition import definitions as decomposition
+
+        from icoforge.suite import peers
+
+        assert self.grid is not None
+        # a peer as icon4py's driver hands it to its granules (main.py: customize_backend(None,
+        # descriptor)): icon4py 0.4.1's NoFluxCondition binds its program with `with_backend(backend)`,
+        # which takes a GT4Py backend, not the descriptor its setup_program calls take
+        backend = peers.for_program(self.backend, None) if peers.is_descriptor(self.backend) else self.backend
+        exchange = decomposition.single_node_exchange if self.exchange is None else self.exchange
+        return adv.convert_config_to_advection(
+            config=advection_config(), grid=self.grid.icon_grid, **inputs, backend=backend, exchange=exchange
         )
 
     def fresh_states(self) -> tuple[Any, Any, Any]:  # type: ignore[override]

@@ -76,16 +76,17 @@ class DiffusionGranule(Granule):
 
     kind = "diffusion"
     component = "Diffusion"
+    component_module = "icon4py.model.atmosphere.diffusion.diffusion"
     variants = VARIANTS
     step_mix = STEP_MIX
     verify_sequence = VERIFY_SEQUENCE
 
-    def construct(self) -> Any:
+    def inputs(self) -> dict[str, Any]:
+        """Diffusion's static arguments, fields on this backend's device (Granule.inputs)."""
         import gt4py.next as gtx
         from icon4py.model.atmosphere.diffusion import diffusion, diffusion_states
         from icon4py.model.common import dimension as dims
         from icon4py.model.common import model_backends
-        from icon4py.model.common.decomposition import definitions as decomposition
         from icon4py.model.common.grid import states as grid_states
         from icon4py.model.common.grid import vertical as v_grid
 
@@ -109,8 +110,7 @@ class DiffusionGranule(Granule):
             "e_bln_c_s", "rbf_coeff_1", "rbf_coeff_2", "geofac_div", "geofac_n2s", "geofac_grg_x", "geofac_grg_y",
             "nudgecoeff_e",
         )  # fmt: skip
-        return diffusion.Diffusion(
-            grid=self.grid.icon_grid,
+        return dict(
             config=config,
             params=diffusion.DiffusionParams(config),
             vertical_grid=vgrid,
@@ -131,9 +131,15 @@ class DiffusionGranule(Granule):
                 area=g["cell_area"],
                 mean_cell_area=float(static.scalars["mean_cell_area"]),
             ),
-            backend=self.backend,
-            exchange=decomposition.single_node_exchange if self.exchange is None else self.exchange,
         )
+
+    def construct(self, inputs: dict[str, Any]) -> Any:
+        from icon4py.model.atmosphere.diffusion import diffusion
+        from icon4py.model.common.decomposition import definitions as decomposition
+
+        assert self.grid is not None
+        exchange = decomposition.single_node_exchange if self.exchange is None else self.exchange
+        return diffusion.Diffusion(grid=self.grid.icon_grid, **inputs, backend=self.backend, exchange=exchange)
 
     def fresh_states(self) -> tuple[Any, Any]:  # type: ignore[override]
         """(PrognosticState, DiffusionDiagnosticState) on this backend's device, from copies of the

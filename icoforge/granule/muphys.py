@@ -103,6 +103,7 @@ class MuphysGranule(Granule):
 
     kind = "muphys"
     component = "MuphysComponent"
+    component_module = "icon4py.model.atmosphere.subgrid_scale_physics.muphys.component"
     variants = VARIANTS
     step_mix = STEP_MIX
     verify_sequence = VERIFY_SEQUENCE
@@ -112,7 +113,10 @@ class MuphysGranule(Granule):
         state = super().initial_state(static, grid, levels, seed)
         return {**state, **muphys_state(state, static, seed)}
 
-    def construct(self) -> Any:
+    def inputs(self) -> dict[str, Any]:
+        return {}  # MuphysComponent takes no static fields
+
+    def construct(self, inputs: dict[str, Any]) -> Any:
         from icon4py.model.atmosphere.subgrid_scale_physics.muphys import component, config
 
         from icoforge.suite import peers

@@ -21,12 +21,14 @@ from rich.text import Text
 from icoforge.console import Col, fit_table
 from icoforge.granule.greenline import GreenlineReport
 from icoforge.granule.merge import python_optimized_modes, run_environments
-from icoforge.granule.runner import STALL_NOTE, SUBSTEP_MIX, VARIANTS, gc_note, stalls
+from icoforge.granule.runner import SUBSTEP_MIX, VARIANTS
+from icoforge.stalls import STALL_NOTE, gc_note, stalls
 from icoforge.granule.state import PROGNOSTIC_FIELDS
 from icoforge.owners import DACE, GT4PY, ICON4PY, OTHER, OURS
 
 SETUP_LABELS = {
     "device_grid": "grid on the device",
+    "device_fields": "static fields on the device",
     "construct": "construct SolveNonhydro (+ most compiling)",
     "compile": "rest of the compiling",
     "first_calls": "first call of each variant",

@@ -161,21 +161,13 @@ def _pruned_setup_program(limited_area: bool, mean_cell_area: float) -> Iterator
         solve_nh.setup_program = vel_adv.setup_program = original
 
 
-def build_solver(
-    grid: GranuleGrid, static: StaticFields, backend: Any, *, only_used_variants: bool = False, exchange: Any = None
-) -> Any:
-    """A SolveNonhydro for `backend` (a GT4Py Backend, or None for embedded) on `grid`.
-
-    exchange: icon4py's halo exchange runtime (default: the single-node one, which does nothing);
-    a decomposed granule passes its MPI/GHEX exchange (`decompose.py`, `halo_exchange.py`).
-
-    only_used_variants: compile only the program variants the granule's steps call (about half
-    of icon4py's 38 compile jobs on a global grid) instead of all of them as icon4py does; the
-    compiled variants are the same programs. For CI; benchmarks compile what icon4py compiles."""
+def solver_inputs(grid: GranuleGrid, static: StaticFields, backend: Any) -> dict[str, Any]:
+    """SolveNonhydro's static arguments (metric, interpolation and geometry states, vertical grid,
+    configuration), their fields on `backend`'s device. Host-to-device copies, not compiling: the
+    granule builds them before construction and times them apart (R2B6/80 on an H100: 4.5 s)."""
     from icon4py.model.atmosphere.dycore import dycore_states
     from icon4py.model.atmosphere.dycore import solve_nonhydro as solve_nh
     from icon4py.model.common import model_backends
-    from icon4py.model.common.decomposition import definitions as decomposition
     from icon4py.model.common.grid import states as grid_states
     from icon4py.model.common.grid import vertical as v_grid
 
@@ -232,6 +224,41 @@ def build_solver(
         **{k: field(v) for k, v in static.metrics.items() if k in METRIC_FIELDS},  # not the diffusion's
         nflat_gradp=gtx.int32(static.scalars["nflat_gradp"]),
     )
+    return dict(
+        config=config,
+        params=solve_nh.NonHydrostaticParams(config),
+        metric_state_nonhydro=metric_state,
+        interpolation_state=interpolation_state,
+        vertical_params=vgrid,
+        edge_geometry=edge_geometry,
+        cell_geometry=cell_geometry,
+        owner_mask=g["cell_owner_mask"],
+    )
+
+
+def build_solver(
+    grid: GranuleGrid,
+    static: StaticFields,
+    backend: Any,
+    *,
+    only_used_variants: bool = False,
+    exchange: Any = None,
+    inputs: dict[str, Any] | None = None,
+) -> Any:
+    """A SolveNonhydro for `backend` (a GT4Py Backend, or None for embedded) on `grid`.
+
+    inputs: `solver_inputs(grid, static, backend)` made beforehand (default: made here).
+    exchange: icon4py's halo exchange runtime (default: the single-node one, which does nothing);
+    a decomposed granule passes its MPI/GHEX exchange (`decompose.py`, `halo_exchange.py`).
+
+    only_used_variants: compile only the program variants the granule's steps call (about half
+    of icon4py's 38 compile jobs on a global grid) instead of all of them as icon4py does; the
+    compiled variants are the same programs. For CI; benchmarks compile what icon4py compiles."""
+    from icon4py.model.atmosphere.dycore import solve_nonhydro as solve_nh
+    from icon4py.model.common.decomposition import definitions as decomposition
+
+    if inputs is None:
+        inputs = solver_inputs(grid, static, backend)
     pruning = (
         _pruned_setup_program(grid.limited_area, float(static.scalars["mean_cell_area"]))
         if only_used_variants
@@ -240,14 +267,7 @@ def build_solver(
     with pruning:
         return solve_nh.SolveNonhydro(
             grid=grid.icon_grid,
-            config=config,
-            params=solve_nh.NonHydrostaticParams(config),
-            metric_state_nonhydro=metric_state,
-            interpolation_state=interpolation_state,
-            vertical_params=vgrid,
-            edge_geometry=edge_geometry,
-            cell_geometry=cell_geometry,
-            owner_mask=g["cell_owner_mask"],
+            **inputs,
             backend=backend,
             exchange=decomposition.single_node_exchange if exchange is None else exchange,
         )

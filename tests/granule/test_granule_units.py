@@ -245,7 +245,8 @@ def _fake_report() -> GreenlineReport:
     results = []
     for name, scale in (("icoforge-cpu", 1.0), ("gtfn_cpu", 2.0)):
         r = BackendResult(
-            name, setup_s={"construct": 10.0 * scale, "compile": 1.0, "first_calls": 0.5}, compile_jobs=38
+            name, setup_s={"device_fields": 0.7, "construct": 10.0 * scale, "compile": 1.0, "first_calls": 0.5},
+            compile_jobs=38,
         )
         r.step_ms = {v: [scale * 10.0, scale * 11.0, scale * 12.0] for v in VARIANTS}
         if scale == 1.0:  # whole steps with one sync measured for one backend only (an older report)
@@ -292,7 +293,7 @@ def test_report_tables_and_json():
     console = Console(width=200, record=True)
     print_report(rep, console)
     text = console.export_text()
-    for needle in ("setup (seconds)", "step time (ms)", "dycore step", "0.50x", "PASS", "20/20",
+    for needle in ("setup (seconds)", "static fields on the device", "step time (ms)", "dycore step", "0.50x", "PASS", "20/20",
                    "vertically_implicit_solver_at_predictor_step", "outside GT4Py programs"):  # fmt: skip
         assert needle in text, needle
     data = json.loads(json.dumps(rep.to_json()))

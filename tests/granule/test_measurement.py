@@ -17,7 +17,8 @@ from icoforge.backend.runtime.gpu import Runtime
 from icoforge.cli import pymode
 from icoforge.granule import instrument, latest
 from icoforge.granule.report import idle_table, markdown_report, program_table, python_mode, sections
-from icoforge.granule.runner import VARIANTS, BackendResult, ProgramRow, stalls
+from icoforge.granule.runner import VARIANTS, BackendResult, ProgramRow
+from icoforge.stalls import stalls
 
 
 class _Program:
@@ -85,7 +86,9 @@ def test_profiler_records_host_and_device_time_per_call():
 
 
 def _result(wall_ms=(10.0, 11.0, 12.0), busy_ms=(2.0, 2.5, 3.0)) -> BackendResult:
-    r = BackendResult("icoforge-cuda", setup_s={"construct": 30.0, "compile": 10.0, "first_calls": 2.0})
+    # static fields to the device: copies before construction, never part of the cold compile
+    setup = {"device_grid": 3.0, "device_fields": 4.5, "construct": 30.0, "compile": 10.0, "first_calls": 2.0}
+    r = BackendResult("icoforge-cuda", setup_s=setup)
     r.step_ms = {v: list(wall_ms) for v in VARIANTS}
     r.busy_ms = {v: list(busy_ms) for v in VARIANTS}
     r.programs = [ProgramRow("prog_a", 5, 1.0, 5.0, 0.5, 3, None, host_ms=0.8, device_ms=0.15)]
