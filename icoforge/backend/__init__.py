@@ -14,6 +14,8 @@ def make_backend(target: str = "cpu", schedule=None):
     from gt4py.next import backend as gt_backend
     from gt4py.next import custom_layout_allocators as allocators
 
+    from icoforge.backend.frontend import fast_frontend
+
     if target == "cpu":
         from icoforge.backend.runtime.workflow import CPUExecutor
 
@@ -21,7 +23,7 @@ def make_backend(target: str = "cpu", schedule=None):
             name="icoforge_cpu",
             executor=CPUExecutor(inline_policy=schedule.inline if schedule is not None else "auto"),
             allocator=allocators.StandardCPUFieldBufferAllocator(),
-            transforms=gt_backend.DEFAULT_TRANSFORMS,
+            transforms=fast_frontend.transforms(),  # GT4Py's front end, less repeated work
         )
     if target in ("cuda", "hip", "gpu"):
         from icoforge.backend.runtime.gpu import make_gpu_backend

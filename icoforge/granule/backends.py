@@ -57,12 +57,14 @@ class FallbackExecutor:
 def with_fallback(primary_name: str, fallback_name: str) -> Any:
     from gt4py.next import backend as gt_backend
 
+    from icoforge.backend.frontend import fast_frontend
+
     # icon4py's descriptors (the peer names) become a backend per program, which a pair of
     # executors cannot hold: the pair takes GT4Py's plain object for a peer name
     primary, fallback = (peers.plain(n) if peers.is_peer(n) else resolve_backend(n) for n in (primary_name, fallback_name))
     if primary is None or fallback is None:
         raise IcoforgeError("a fallback pair needs two compiled backends (not 'embedded')")
-    if primary.transforms != fallback.transforms:
+    if not fast_frontend.same_results(primary.transforms, fallback.transforms):
         raise IcoforgeError(f"{primary_name} and {fallback_name} prepare programs differently; no fallback pair")
     if is_gpu_backend(primary_name) != is_gpu_backend(fallback_name):
         raise IcoforgeError(f"{primary_name} and {fallback_name} run on different devices; no fallback pair")

@@ -13,6 +13,7 @@ checked here (and in gt4py_speedups.py, whose patches are on only for these vers
 | a program's compiled variants | `Program._compiled_programs` (`.compiled_programs`, `._compilation_jobs`, `._finish_compilation_job`) | `compiled_programs`, `finish_compilations` |
 | compilations in flight | `otf.compiled_program._ongoing_compilations` | `ongoing_compilations` |
 | eve's tree machinery (faster passes) | see gt4py_speedups.py | workflow.gt4py_passes |
+| GT4Py's front end with memoized cache keys, GTIR built with the fast machinery | `backend.Transforms` (its fields), `otf.workflow.CachedStep` (`input_fingerprinter`), `ffront.stages.semantic_fingerprinter` and the stage classes, `fingerprinting.catabolize`/`EmptyDeconstruction` | fast_frontend.transforms |
 | GT4Py's passes one by one, stopped before the fusion loop | `iterator.transforms.*` (pass_manager's list), `pass_manager._process_symbolic_domains_option`, `fuse_as_fieldop._arg_inline_predicate` | gt4py_early.early_transforms |
 | dead-code elimination with GT4Py's rules and result | `collapse_tuple._is_trivial_make_tuple_call`, `collapse_tuple._is_trivial_or_tuple_thereof_expr`, `ConstantFolding.fp_transform`, `itir.Program._NODE_SYMBOLS_`, the rules of `CollapseTuple` and `inline_lambda` (transcribed) | dead_code.dead_code_elimination |
 | the names a pass draws, drawn again after a fallback | `eve.utils.SequentialIDGenerator.counter` (an `itertools.count`) | `save_uids`, `restore_uids` (dead_code) |
@@ -33,10 +34,13 @@ def program_signature(program: Any) -> Any:
     return program.past_stage.past_node.type.definition
 
 
-def compilable_program(program: Any, offset_provider: Mapping[str, Any], static: Mapping[str, Any] | None = None) -> Any:
+def compilable_program(
+    program: Any, offset_provider: Mapping[str, Any], static: Mapping[str, Any] | None = None, transforms: Any = None
+) -> Any:
     """The executor's input (`CompilableProgramDef`) for a GT4Py program with its declared argument
     types, `static` values bound as `Program.compile(**static)` binds them (gt4py 1.2: StaticArg
-    descriptors in the compile-time arguments)."""
+    descriptors in the compile-time arguments). `transforms`: GT4Py's front end (default its
+    DEFAULT_TRANSFORMS; fast_frontend.transforms() is icoforge backends')."""
     from gt4py.next import backend as gt_backend
     from gt4py.next.otf import arguments, compiled_program, definitions
 
@@ -50,7 +54,8 @@ def compilable_program(program: Any, offset_provider: Mapping[str, Any], static:
         column_axis=None,
         argument_descriptor_contexts=contexts,
     )
-    return gt_backend.DEFAULT_TRANSFORMS(definitions.ConcreteProgramDef(data=program.definition_stage, args=cta))
+    front_end = gt_backend.DEFAULT_TRANSFORMS if transforms is None else transforms
+    return front_end(definitions.ConcreteProgramDef(data=program.definition_stage, args=cta))
 
 
 def validate_call_args(program: Any, kwarg_types: Mapping[str, Any]) -> None:

@@ -266,9 +266,11 @@ def make_emulated_backend(vendor: str = "cuda", schedule: ProgramSchedule | None
     machine without GPU."""
     from gt4py.next import backend as gt_backend
 
+    from icoforge.backend.frontend import fast_frontend
+
     return gt_backend.Backend(
         name=f"icoforge_emulated_{vendor}",
         executor=EmulatedExecutor(GPUExecutor(vendor, schedule or default_program_schedule(vendor))),
         allocator=emulated_allocator(),
-        transforms=gt_backend.DEFAULT_TRANSFORMS,
+        transforms=fast_frontend.transforms(),  # GT4Py's front end, less repeated work
     )

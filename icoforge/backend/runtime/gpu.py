@@ -575,6 +575,8 @@ def make_gpu_backend(target: str, schedule: ProgramSchedule | None = None):
     from gt4py.next import backend as gt_backend
     from gt4py.next import custom_layout_allocators as allocators
 
+    from icoforge.backend.frontend import fast_frontend
+
     vendor = target
     if target == "gpu":
         vendor = cupy_vendor()
@@ -588,7 +590,7 @@ def make_gpu_backend(target: str, schedule: ProgramSchedule | None = None):
         name=f"icoforge_{vendor}",
         executor=GPUExecutor(vendor, schedule),
         allocator=allocators.StandardGPUFieldBufferAllocator(),
-        transforms=gt_backend.DEFAULT_TRANSFORMS,
+        transforms=fast_frontend.transforms(),  # GT4Py's front end, less repeated work
     )
 
 

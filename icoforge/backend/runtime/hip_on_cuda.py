@@ -56,10 +56,12 @@ def make_hip_on_cuda_backend(schedule: ProgramSchedule | None = None):
     from gt4py.next import backend as gt_backend
     from gt4py.next import custom_layout_allocators as allocators
 
+    from icoforge.backend.frontend import fast_frontend
+
     schedule = schedule or default_program_schedule("hip")
     return gt_backend.Backend(
         name="icoforge_hip_on_cuda",
         executor=HipOnCudaExecutor(GPUExecutor("hip", schedule)),
         allocator=allocators.StandardGPUFieldBufferAllocator(),
-        transforms=gt_backend.DEFAULT_TRANSFORMS,
+        transforms=fast_frontend.transforms(),  # GT4Py's front end, less repeated work
     )

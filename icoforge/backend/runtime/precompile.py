@@ -9,7 +9,7 @@ from typing import Any
 from gt4py.next import backend as gt_backend
 from gt4py.next.otf import definitions
 
-from icoforge.backend.frontend import gt4py_compat
+from icoforge.backend.frontend import fast_frontend, gt4py_compat
 from icoforge.backend.ir import ir
 from icoforge.backend.runtime import workflow
 
@@ -59,5 +59,5 @@ def passes_only_backend() -> gt_backend.Backend:
         name="icoforge_passes_only",
         executor=PassesOnlyExecutor(),
         allocator=allocators.StandardCPUFieldBufferAllocator(),
-        transforms=gt_backend.DEFAULT_TRANSFORMS,
+        transforms=fast_frontend.transforms(),  # GT4Py's front end, less repeated work
     )
