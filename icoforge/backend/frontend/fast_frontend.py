@@ -12,8 +12,8 @@ input again (a DSL or PAST definition with the source code of every function it 
 
 1. **Keys**: the CachedSteps' fingerprinter here computes the fingerprint of a definition stage or a
    function once per object and reuses it while the object lives (the memo holds the object, so its
-   `id` is not reused). GT4Py treats these objects as immutable itself (`Program.past_stage` is a
-   cached property). The keys are other strings than GT4Py's (a stage is hashed as its memoized
+   `id` is not reused). GT4Py treats these objects as immutable itself (a program computes its PAST
+   stage once and keeps it). The keys are other strings than GT4Py's (a stage is hashed as its memoized
    digest), equal where GT4Py's are equal; they only name entries of these in-memory caches.
 2. **GTIR built with the fast tree machinery**: `past_to_itir` runs inside `gt4py_speedups.patched()`
    (the fixes checked on GT4Py's passes; identical GTIR: tests/backend/test_fast_frontend.py). The
