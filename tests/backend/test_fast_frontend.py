@@ -60,3 +60,26 @@ def test_off_switch_gives_gt4pys_transforms(monkeypatch):
     monkeypatch.delenv("ICOFORGE_FAST_PASSES")
     fast = fast_frontend.transforms()
     assert fast is not gt_backend.DEFAULT_TRANSFORMS and isinstance(fast.past_to_itir, fast_frontend.InPatchedMachinery)
+
+
+@needs_checked_gt4py
+def test_gtir_step_patched_once_and_never_in_thread_mode(monkeypatch):
+    import attr
+    from gt4py.next import config
+
+    seen = []
+
+    def step(inp):  # eve's validation is what the fast machinery turns off
+        seen.append(attr.get_run_validators())
+        return inner("x") if inp == "outer" else inp
+
+    inner = fast_frontend.InPatchedMachinery(step)
+    assert inner("x") == "x"
+    assert seen == [False] and attr.get_run_validators()
+    seen.clear()
+    inner("outer")  # the nested call runs inside the outer block, not a second one
+    assert seen == [False, False] and attr.get_run_validators()
+    seen.clear()
+    monkeypatch.setattr(config, "BUILD_JOBS_MODE", config.BuildJobsMode.THREAD)
+    inner("x")
+    assert seen == [True]

@@ -75,7 +75,8 @@ class InPatchedMachinery:
     _active = threading.local()
 
     def __call__(self, inp: Any) -> Any:
-        if getattr(self._active, "on", False):
+        # nested, or GT4Py compiling in threads now (another backend's passes could run beside)
+        if getattr(self._active, "on", False) or not gt4py_speedups.applicable():
             return self.step(inp)
         self._active.on = True
         try:
