@@ -48,7 +48,10 @@ def memoizing_fingerprinter(base: Any, memo_types: tuple[type, ...]) -> Any:
     lock = threading.Lock()
 
     def deconstruct(obj: Any) -> Any:
-        if not isinstance(obj, memo_types) or (expanding and obj is expanding[-1]):
+        # an object being expanded (the walk's own start, or a cycle back to one): plainly, so that
+        # catabolize's cycle handling sees it; a key so computed may differ from a later one of the
+        # same content (a cache miss, never a wrong hit: different content, different digest)
+        if not isinstance(obj, memo_types) or any(obj is e for e in expanding):
             return deconstruct_plain(obj)
         hit = memo.get(id(obj))
         if hit is None or hit[0] is not obj:
