@@ -44,8 +44,8 @@ from icoforge.granule import verify as verify_mod
 from icoforge.granule.greenline import GranuleOptions, environment
 from icoforge.granule.halo_exchange import PHASES, TimedExchange, make_exchange
 from icoforge.granule.runner import SUBSTEP_MIX, VARIANTS, Granule, Progress
-from icoforge.stalls import STALL_NOTE, gc_note, stalls
 from icoforge.granule.solver import GranuleGrid
+from icoforge.stalls import STALL_NOTE, gc_note, stalls
 
 DEFAULT_RTOL = 1e-12  # decomposed vs one rank: the same operations per point, only rounding may differ
 

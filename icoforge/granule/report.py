@@ -22,9 +22,9 @@ from icoforge.console import Col, fit_table
 from icoforge.granule.greenline import GreenlineReport
 from icoforge.granule.merge import python_optimized_modes, run_environments
 from icoforge.granule.runner import SUBSTEP_MIX, VARIANTS
-from icoforge.stalls import STALL_NOTE, gc_note, stalls
 from icoforge.granule.state import PROGNOSTIC_FIELDS
 from icoforge.owners import DACE, GT4PY, ICON4PY, OTHER, OURS
+from icoforge.stalls import STALL_NOTE, gc_note, stalls
 
 SETUP_LABELS = {
     "device_grid": "grid on the device",

@@ -33,7 +33,13 @@ from icoforge.errors import IcoforgeError
 from icoforge.granule import graph_replay, instrument
 from icoforge.granule.backends import is_gpu, resolve_backend
 from icoforge.granule.fields import StaticFields
-from icoforge.granule.solver import SECOND_ORDER_DIVDAMP_FACTOR, GranuleGrid, build_solver, grid_for_backend, solver_inputs
+from icoforge.granule.solver import (
+    SECOND_ORDER_DIVDAMP_FACTOR,
+    GranuleGrid,
+    build_solver,
+    grid_for_backend,
+    solver_inputs,
+)
 from icoforge.granule.state import initial_state, refill_states, to_states
 from icoforge.owners import OwnerSampler
 from icoforge.suite import peers

@@ -43,6 +43,7 @@ def memoizing_fingerprinter(base: Any, memo_types: tuple[type, ...]) -> Any:
     from gt4py.next import fingerprinting as fp
 
     deconstruct_plain, aggregate = base.keywords["deconstructor"], base.keywords["aggregator"]
+    cycles = base.keywords.get("allow_cycles", False)  # as `base` walks (catabolize's default: no)
     memo: dict[int, tuple[Any, str]] = {}  # id -> (the object, kept alive; its digest)
     expanding: list[Any] = []  # the objects being fingerprinted in full, innermost last
     lock = threading.Lock()
@@ -57,7 +58,7 @@ def memoizing_fingerprinter(base: Any, memo_types: tuple[type, ...]) -> Any:
         if hit is None or hit[0] is not obj:
             expanding.append(obj)
             try:
-                digest = fp.catabolize(obj, deconstructor=deconstruct, aggregator=aggregate, allow_cycles=True)
+                digest = fp.catabolize(obj, deconstructor=deconstruct, aggregator=aggregate, allow_cycles=cycles)
             finally:
                 expanding.pop()
             hit = memo[id(obj)] = (obj, digest)
@@ -65,7 +66,7 @@ def memoizing_fingerprinter(base: Any, memo_types: tuple[type, ...]) -> Any:
 
     def fingerprint(obj: Any) -> str:
         with lock:  # `expanding` is the walk's state
-            return fp.catabolize(obj, deconstructor=deconstruct, aggregator=aggregate, allow_cycles=True)
+            return fp.catabolize(obj, deconstructor=deconstruct, aggregator=aggregate, allow_cycles=cycles)
 
     return fingerprint
 
