@@ -131,6 +131,23 @@ def test_patched_constant_folding_of_leaves_and_gc_pause():
         gc.enable()
 
 
+@pytest.mark.skipif(not gt4py_speedups.applicable(), reason="patches checked for another GT4Py version")
+def test_patched_is_reentrant():
+    """A patched() block inside another (same thread) neither deadlocks on the module's lock nor
+    restores GT4Py's machinery before the outer block ends."""
+    import gc
+
+    from gt4py.next.iterator.transforms.constant_folding import ConstantFolding
+
+    before = ConstantFolding.__dict__["apply"]
+    with gt4py_speedups.patched():
+        inside = ConstantFolding.__dict__["apply"]
+        with gt4py_speedups.patched():
+            assert ConstantFolding.__dict__["apply"] is inside
+        assert ConstantFolding.__dict__["apply"] is inside and not gc.isenabled()
+    assert ConstantFolding.__dict__["apply"] is before and gc.isenabled()
+
+
 def _annex_free_copy(tree):
     """A deep copy of `tree` whose nodes have no annex (as freshly built nodes, before any read)."""
     import copy

@@ -73,21 +73,16 @@ def memoizing_fingerprinter(base: Any, memo_types: tuple[type, ...]) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class InPatchedMachinery:
-    """A workflow step run inside `gt4py_speedups.patched()` (once: a nested call runs it plainly)."""
+    """A workflow step run inside `gt4py_speedups.patched()` (which is re-entrant)."""
 
     step: Any
-    _active = threading.local()
 
     def __call__(self, inp: Any) -> Any:
-        # nested, or GT4Py compiling in threads now (another backend's passes could run beside)
-        if getattr(self._active, "on", False) or not gt4py_speedups.applicable():
+        # GT4Py compiling in threads now: another backend's passes could run beside, so plain
+        if not gt4py_speedups.applicable():
             return self.step(inp)
-        self._active.on = True
-        try:
-            with gt4py_speedups.patched():
-                return self.step(inp)
-        finally:
-            self._active.on = False
+        with gt4py_speedups.patched():
+            return self.step(inp)
 
 
 def _with_fingerprinter(step: Any, old: Any, new: Any) -> Any:

@@ -80,6 +80,7 @@ from collections.abc import Iterator
 from icoforge.backend.frontend import gt4py_compat, gt4py_symbols
 
 _lock = threading.Lock()
+_active = threading.local()  # whether this thread is inside a patched() block (a nested one is a no-op)
 _ABSENT = object()  # a patched attribute the owner did not define itself (inherited): deleted afterwards
 CHECKED_GT4PY = gt4py_compat.CHECKED_GT4PY  # the patches reach into these versions' internals
 _CHECKED_TE = ("4.16.0",)  # typing_extensions whose _ProtocolMeta.__instancecheck__ fix 4 was read against
@@ -359,6 +360,22 @@ def _count_refs_patch(kinds: dict[int, tuple], kind_of) -> list[tuple[object, st
 
 @contextlib.contextmanager
 def patched() -> Iterator[None]:
+    """GT4Py's tree machinery patched for the block (module doc). Re-entrant: a block nested in
+    another of the same thread runs under the outer one's patches (no second save and restore, no
+    deadlock on `_lock`)."""
+    if getattr(_active, "on", False):
+        yield
+        return
+    _active.on = True
+    try:
+        with _patches_on():
+            yield
+    finally:
+        _active.on = False
+
+
+@contextlib.contextmanager
+def _patches_on() -> Iterator[None]:
     import attr
     from gt4py.eve import visitors
     from gt4py.next.iterator import ir as itir
