@@ -51,3 +51,16 @@ def test_our_time_is_split_by_function():
     line = our_construct_sites([{"backend": "b", "construct_our_sites": sites}])
     assert line and line[0].startswith("icoforge's Python in construct (b): icoforge/"), line
     assert our_construct_sites([{"backend": "b"}]) == []
+
+
+def test_a_sampler_entered_twice_adds_the_blocks_not_the_gap():
+    import time
+
+    sampler = owners.OwnerSampler(interval_s=0.002)
+    with sampler:
+        _busy(0.2, lambda: hashlib.sha256(b"x" * 4096).digest())
+    time.sleep(0.5)  # between the blocks: neither wall time nor samples
+    with sampler:
+        _busy(0.2, lambda: hashlib.sha256(b"x" * 4096).digest())
+    assert 0.35 <= sampler.wall_s < 0.9, sampler.wall_s
+    assert abs(sum(sampler.seconds.values()) - sampler.wall_s) < 0.01

@@ -274,14 +274,14 @@ class Granule:
         before = _ongoing_futures()
         self._construct_started_at = time.time()  # wall clock: compile workers stamp their jobs with it
         # icon4py's modules first: GT4Py reads their programs at import, which is part of the compile
-        with OwnerSampler() as importing:
+        whose = OwnerSampler()  # entered twice: the import and the constructor, not the copies between
+        with whose:
             importlib.import_module(self.component_module)
         # then the static fields icon4py's constructor takes, on the device: copies, not compiling,
         # so neither "construct" nor the cold compile counts them (R2B6/80, H100: 4.5 s)
         t0 = time.perf_counter()
         inputs = self.inputs()
         s["device_fields"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
 
         def constructing(submitted: int, finished: int, last: str) -> None:  # the total grows as icon4py submits
             what = f"{self.name}: constructing {self.component}, programs compiled/submitted so far; last submitted {last}"
@@ -290,13 +290,13 @@ class Granule:
         with (
             compile_pool.recorded_submissions(constructing) as submitted,
             peers.recording_options() as options,
-            OwnerSampler() as whose,
+            whose,
         ):
             self.solver = self.construct(inputs)
-        self.result.construct_owners = _summed(importing.seconds, whose.seconds)
-        self.result.construct_our_sites = _summed(importing.our_sites(), whose.our_sites())
+        self.result.construct_owners = whose.seconds
+        self.result.construct_our_sites = whose.our_sites()
         self.result.peer_config = peers.peer_config(self.name, options)
-        s["construct"] = importing.wall_s + time.perf_counter() - t0
+        s["construct"] = whose.wall_s
         self._submitted = [(t - self._construct_started_at, name) for t, name in submitted]
 
         jobs = [f for f in _ongoing_futures() if f not in before]
@@ -565,12 +565,6 @@ class Granule:
         rows.sort(key=lambda r: -r.ms_per_step)
         self.result.programs = rows
         self.result.profiled_step_ms = step_ms
-
-
-def _summed(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
-    """Two samplers' seconds per owner (or site) as one, largest first."""
-    total = {k: round(a.get(k, 0.0) + b.get(k, 0.0), 3) for k in {**a, **b}}
-    return dict(sorted(total.items(), key=lambda kv: -kv[1]))
 
 
 def _compile_gpu_module(job: concurrent.futures.Future) -> float:
