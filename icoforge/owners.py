@@ -21,6 +21,10 @@ import time
 from types import FrameType, TracebackType
 
 OURS, GT4PY, ICON4PY, DACE, OTHER = "ours", "GT4Py's", "icon4py's", "DaCe's", "other"
+# the thread blocked on a compile job that GT4Py's first call of a program waits for (the job runs
+# in a worker process, its own owner's time there): no one's Python runs in the sampled thread
+WAITING = "waiting"
+_WAITS = {("threading.py", "wait"), ("_base.py", "result"), ("_base.py", "wait")}
 
 
 @functools.cache
@@ -58,8 +62,23 @@ def owner_of(filename: str) -> str | None:
     return _located(filename)[0]
 
 
+def _waits_for_a_compile_job(frame: FrameType) -> bool:
+    """The innermost frame is a stdlib wait and a caller is GT4Py's wait for a program's compile job."""
+    if (pathlib.Path(frame.f_code.co_filename).name, frame.f_code.co_name) not in _WAITS:
+        return False
+    f: FrameType | None = frame
+    while f is not None:
+        if f.f_code.co_name == "_finish_compilation_job" and owner_of(f.f_code.co_filename) == GT4PY:
+            return True
+        f = f.f_back
+    return False
+
+
 def charged_frame(frame: FrameType | None) -> tuple[str, FrameType | None]:
-    """(owner, the frame charged): the innermost frame of a known package, else (OTHER, None)."""
+    """(owner, the frame charged): WAITING (None) while GT4Py waits for a compile job, else the
+    innermost frame of a known package, else (OTHER, None)."""
+    if frame is not None and _waits_for_a_compile_job(frame):
+        return WAITING, None
     while frame is not None:
         if (owner := owner_of(frame.f_code.co_filename)) is not None:
             return owner, frame

@@ -64,3 +64,24 @@ def test_a_sampler_entered_twice_adds_the_blocks_not_the_gap():
         _busy(0.2, lambda: hashlib.sha256(b"x" * 4096).digest())
     assert 0.35 <= sampler.wall_s < 0.9, sampler.wall_s
     assert abs(sum(sampler.seconds.values()) - sampler.wall_s) < 0.01
+
+
+def test_a_wait_for_gt4pys_compile_job_is_charged_to_waiting_not_gt4py():
+    """GT4Py's first call of a program blocks on the program's compile job (in a worker process):
+    that time is "waiting", not GT4Py's Python. A function of that name compiled with the path of
+    GT4Py's module stands in for GT4Py's own frame."""
+    import concurrent.futures
+    import pathlib
+
+    import gt4py.next.otf.compiled_program as cp
+
+    namespace: dict = {}
+    src = "def _finish_compilation_job(future):\n    return future.result()\n"
+    exec(compile(src, str(pathlib.Path(cp.__file__)), "exec"), namespace)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool, owners.OwnerSampler(interval_s=0.002) as sampler:
+        job = pool.submit(time.sleep, 0.4)
+        namespace["_finish_compilation_job"](job)
+        _busy(0.2, lambda: hashlib.sha256(b"x" * 4096).digest())  # the test's own work after the wait
+    seconds = sampler.seconds
+    assert seconds.get(owners.WAITING, 0.0) > 0.3, seconds
+    assert seconds.get(owners.GT4PY, 0.0) < 0.05 and seconds.get(owners.OTHER, 0.0) > 0.1, seconds
