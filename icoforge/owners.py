@@ -20,6 +20,8 @@ import threading
 import time
 from types import FrameType, TracebackType
 
+from icoforge.backend.frontend.gt4py_compat import WAITS_FOR_COMPILE_JOB
+
 OURS, GT4PY, ICON4PY, DACE, OTHER = "ours", "GT4Py's", "icon4py's", "DaCe's", "other"
 # the thread blocked on a compile job that GT4Py's first call of a program waits for (the job runs
 # in a worker process, its own owner's time there): no one's Python runs in the sampled thread
@@ -68,7 +70,7 @@ def _waits_for_a_compile_job(frame: FrameType) -> bool:
         return False
     f: FrameType | None = frame
     while f is not None:
-        if f.f_code.co_name == "_finish_compilation_job" and owner_of(f.f_code.co_filename) == GT4PY:
+        if f.f_code.co_name == WAITS_FOR_COMPILE_JOB and owner_of(f.f_code.co_filename) == GT4PY:
             return True
         f = f.f_back
     return False

@@ -76,11 +76,11 @@ def test_a_wait_for_gt4pys_compile_job_is_charged_to_waiting_not_gt4py():
     import gt4py.next.otf.compiled_program as cp
 
     namespace: dict = {}
-    src = "def _finish_compilation_job(future):\n    return future.result()\n"
+    src = f"def {owners.WAITS_FOR_COMPILE_JOB}(future):\n    return future.result()\n"
     exec(compile(src, str(pathlib.Path(cp.__file__)), "exec"), namespace)
     with concurrent.futures.ThreadPoolExecutor(1) as pool, owners.OwnerSampler(interval_s=0.002) as sampler:
         job = pool.submit(time.sleep, 0.4)
-        namespace["_finish_compilation_job"](job)
+        namespace[owners.WAITS_FOR_COMPILE_JOB](job)
         _busy(0.2, lambda: hashlib.sha256(b"x" * 4096).digest())  # the test's own work after the wait
     seconds = sampler.seconds
     assert seconds.get(owners.WAITING, 0.0) > 0.3, seconds

@@ -12,6 +12,7 @@ checked here (and in gt4py_speedups.py, whose patches are on only for these vers
 | when each program is submitted to it | `otf.runners.ProcessRunner.submit` (wrapped while recording) | compile_pool.recorded_submissions |
 | a program's compiled variants | `Program._compiled_programs` (`.compiled_programs`, `._compilation_jobs`, `._finish_compilation_job`) | `compiled_programs`, `finish_compilations` |
 | compilations in flight | `otf.compiled_program._ongoing_compilations` | `ongoing_compilations` |
+| the frame of a first call waiting for its compile job | `otf.compiled_program.CompiledProgramsPool._finish_compilation_job` (the method's name) | `WAITS_FOR_COMPILE_JOB` (owners.py) |
 | eve's tree machinery (faster passes) | see gt4py_speedups.py | workflow.gt4py_passes |
 | GT4Py's front end with memoized cache keys, GTIR built with the fast machinery | `backend.Transforms` (its fields), `otf.workflow.CachedStep` (`input_fingerprinter`), `ffront.stages.semantic_fingerprinter` and the stage classes, `fingerprinting.catabolize`/`EmptyDeconstruction` | fast_frontend.transforms |
 | GT4Py's passes one by one, stopped before the fusion loop | `iterator.transforms.*` (pass_manager's list), `pass_manager._process_symbolic_domains_option`, `fuse_as_fieldop._arg_inline_predicate` | gt4py_early.early_transforms |
@@ -27,6 +28,9 @@ from collections.abc import Mapping
 from typing import Any
 
 CHECKED_GT4PY = ("1.2.1",)
+
+# GT4Py's method in whose frame a program's first call blocks on the program's compile job
+WAITS_FOR_COMPILE_JOB = "_finish_compilation_job"
 
 
 def program_signature(program: Any) -> Any:
