@@ -67,7 +67,7 @@ def entries(result: Mapping[str, Any], measured: str, fingerprints: Mapping[str,
         out.append(tuned.TunedKernel.from_json({
             "kernel": p["kernel"], "program": result["program"], "vendor": result["vendor"], "device": result["device"],
             "dim_sizes": dict(variant.dim_sizes), "fingerprint": prints[p["kernel"]], "schedule": p["schedule"],
-            "static_values": dict(variant.static_values), "levels": variant.levels,
+            "static_values": dict(variant.static_values), "levels": variant.levels, "arch": result.get("arch", ""),
             "measured": f"{measured}: {result['grid']}/{result['levels']}, {p['best']}, "
                         f"{p['default_s'] * 1e6:.1f} -> {p['best_s'] * 1e6:.1f} us; whole call "
                         f"{result['default_whole_s'] * 1e6:.1f} -> {result['tuned_whole_s'] * 1e6:.1f} us",

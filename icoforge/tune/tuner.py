@@ -61,6 +61,13 @@ class Target:
 
         return gpu_description()[0]
 
+    def arch(self) -> str:
+        if self.emulated:
+            return ""
+        from icoforge.backend.runtime.gpu import device_arch
+
+        return device_arch() or ""
+
     def load(self, art: Any) -> Any:
         if self.emulated:
             from icoforge.backend.runtime.emulate import load_emulated
@@ -140,6 +147,7 @@ class TuneResult:
     fingerprints: tuple[tuple[str, str], ...] = ()
     dim_sizes: tuple[tuple[str, int], ...] = ()
     static_values: tuple[tuple[str, str], ...] = ()  # `--static-value`s it was tuned with (NAME, text)
+    arch: str = ""  # the GPU's architecture ("sm_90"; "" emulated): tuned entries hold across it
 
     @property
     def differing(self) -> list[CandidateRun]:
@@ -151,7 +159,7 @@ class TuneResult:
 
         return {
             "program": self.program, "grid": self.grid, "levels": self.levels, "vendor": self.vendor,
-            "device": self.device, "emulated": self.emulated, "min_gain": self.min_gain,
+            "device": self.device, "arch": self.arch, "emulated": self.emulated, "min_gain": self.min_gain,
             "default_whole_s": self.default_whole_s, "tuned_whole_s": self.tuned_whole_s, "kept_default": self.kept_default,
             "schedule": self.schedule.to_json(),
             "fingerprints": dict(self.fingerprints), "dim_sizes": dict(self.dim_sizes),
@@ -339,6 +347,7 @@ def tune_program(
     kept_default = bool(tuned.per_kernel) and final.whole.median >= default_run.whole.median
     return TuneResult(
         program=program or pir.name, grid=grid, levels=levels, vendor=target.vendor, device=target.describe(),
+        arch=target.arch(),
         emulated=target.emulated, min_gain=min_gain, runs=tuple(runs), picks=tuple(picks),
         schedule=ProgramSchedule(default=base) if kept_default else tuned,
         default_whole_s=default_run.whole.median, tuned_whole_s=final.whole.median, kept_default=kept_default,

@@ -115,7 +115,35 @@ def test_entries_are_for_their_device_only_and_none_without_a_device():
     assert tuned.for_device("cuda", None, (e,)) == ()
 
 
+def test_entries_of_the_same_architecture_hold_on_a_sibling_device_its_own_first():
+    """An H200's entry holds on an H100 (both sm_90), not on another architecture, and not where the
+    entry names no architecture; where the device has its own entry for the kernel, that one applies."""
+    p = one_kernel_program()
+    h200 = entry(p, arch="sm_90")
+    h100 = entry(p, device="NVIDIA H100 80GB HBM3", arch="sm_90", schedule=Schedule(block=(64, 2)))
+    a100 = entry(p, device="NVIDIA A100-SXM4-80GB", arch="sm_80")
+    old = entry(p, device="NVIDIA GH200 480GB")  # no arch recorded: its device only
+    db = (h200, a100, old)
+    assert tuned.for_device("cuda", "NVIDIA H100 80GB HBM3", db, arch="sm_90") == (h200,)
+    assert tuned.for_device("cuda", "NVIDIA H100 80GB HBM3", db) == ()  # no architecture known
+    assert tuned.for_device("cuda", "NVIDIA L40S", db, arch="sm_89") == ()
+    assert tuned.for_device("hip", "AMD Instinct MI300A", db, arch="sm_90") == ()
+    assert tuned.for_device("cuda", "NVIDIA GH200 480GB", db, arch="sm_90") == (old, h200)
+    # the device's own entry first: `applied` takes it
+    carried = tuned.for_device("cuda", "NVIDIA H100 80GB HBM3", (h200, h100), arch="sm_90")
+    assert carried == (h100, h200)
+    _, decisions = tuned.applied(dataclasses.replace(default_with(), tuned=carried), p, SIZES)
+    assert [d.status for d in decisions] == [tuned.APPLIED] and "tuned on NVIDIA H100 80GB HBM3" in str(decisions[0])
+    assert launched_block(p, dataclasses.replace(default_with(), tuned=carried), SIZES) == (64, 2)
+    # a schedule naming a device gets that device's entries alone
+    assert tuned.for_schedule("cuda", "NVIDIA H100 80GB HBM3", "NVIDIA H200", (h200, h100), arch="sm_90") == (h200,)
+    # the database's entries say their architecture, and it survives the JSON round trip
+    assert tuned.TunedKernel.from_json(h200.to_json()) == h200 and "arch" not in old.to_json()
+    assert all(e.arch for e in tuned.load())
+
+
 def test_the_default_gpu_backend_carries_the_entries_of_its_device(monkeypatch):
+    monkeypatch.setattr(gpu, "device_arch", lambda: "sm_90")
     monkeypatch.setattr(gpu, "device_name", lambda: "NVIDIA H200")
     carried = gpu.make_gpu_backend("cuda").executor.schedule.tuned
     assert carried and {e.device for e in carried} == {"NVIDIA H200"}

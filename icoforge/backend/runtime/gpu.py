@@ -60,6 +60,21 @@ def device_name() -> str | None:
         return None
 
 
+def device_arch() -> str | None:
+    """The GPU architecture of CuPy's current device: "sm_90" (CUDA compute capability) or
+    "gfx942" (HIP), None without one. Tuned schedules hold across devices of one architecture."""
+    try:
+        import cupy as cp
+
+        if cp.cuda.runtime.is_hip:
+            props = cp.cuda.runtime.getDeviceProperties(cp.cuda.runtime.getDevice())
+            name = props["gcnArchName"]
+            return (name.decode() if isinstance(name, bytes) else str(name)).split(":")[0]
+        return f"sm_{cp.cuda.Device().compute_capability}"
+    except Exception:
+        return None
+
+
 # Called around a launch as `observer(kernel, stream, launch)`: it must call `launch()` (no
 # arguments) once, and may do what it likes before and after (record events, read a clock).
 # `stream` is the runtime's stream, None for CuPy's current one.
@@ -583,9 +598,9 @@ def make_gpu_backend(target: str, schedule: ProgramSchedule | None = None):
         if vendor is None:
             raise IcoforgeError("backend 'gpu': CuPy finds no CUDA or ROCm device here")
     if schedule is None:  # the default, with what the tuner measured on this device (tuned.py)
-        schedule = dataclasses.replace(default_program_schedule(vendor), tuned=tuned.for_device(vendor, device_name()))
+        schedule = dataclasses.replace(default_program_schedule(vendor), tuned=tuned.for_device(vendor, device_name(), arch=device_arch()))
     elif schedule.use_tuned and not schedule.tuned:  # a given schedule that asks for them ("tuned": true or a device's name)
-        schedule = dataclasses.replace(schedule, tuned=tuned.for_schedule(vendor, device_name(), schedule.use_tuned))
+        schedule = dataclasses.replace(schedule, tuned=tuned.for_schedule(vendor, device_name(), schedule.use_tuned, arch=device_arch()))
     return gt_backend.Backend(
         name=f"icoforge_{vendor}",
         executor=GPUExecutor(vendor, schedule),
@@ -594,4 +609,4 @@ def make_gpu_backend(target: str, schedule: ProgramSchedule | None = None):
     )
 
 
-__all__ = ["GPUArtifact", "GPUExecutor", "LaunchObserver", "Runtime", "bind_program", "cupy_vendor", "gpu_artifact", "make_gpu_backend", "core_defs"]
+__all__ = ["GPUArtifact", "GPUExecutor", "LaunchObserver", "Runtime", "bind_program", "cupy_vendor", "device_arch", "gpu_artifact", "make_gpu_backend", "core_defs"]

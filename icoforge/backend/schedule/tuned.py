@@ -12,9 +12,13 @@ The database (`tuned_schedules.json` beside this module) holds one entry per tun
 variant tuned is not the suite's, e.g. the granule's.)
 
 An entry applies to a kernel only where it was verified:
-* the same vendor and device name (the main process reads it from CuPy when it makes the
-  backend; compile workers see no GPU): an H200 tuning says nothing about an MI300 (a schedule
-  may name another device of the vendor, `"tuned": "NVIDIA H200"`, to A/B that tuning elsewhere);
+* the same vendor and GPU architecture (`arch`: "sm_90", "gfx942"; the main process reads the
+  device's from CuPy when it makes the backend; compile workers see no GPU): an H200 tuning says
+  nothing about an MI300, but holds on an H100 (both sm_90; REGIONAL/80 on an H100, session 39:
+  the H200's entries took the step 15.979 -> 15.153 ms, bit-identical). The device's own entries
+  come first, so where a kernel was tuned on this very device that entry wins; an entry without
+  `arch` (older databases) holds on its device only. A schedule may name one device,
+  `"tuned": "NVIDIA H200"`, to A/B that device's tuning alone;
 * the kernel's code is the one tuned: `fingerprint` hashes the kernel IR (name, kind, levels,
   body, with the horizontal bounds left out), so a change of the lowering or of a static argument
   that changes the code drops the entry instead of applying a stale measurement (an entry carried
@@ -62,11 +66,12 @@ class TunedKernel:
     # --static-value`, e.g. a granule variant's): (NAME, text), to compute the fingerprint again
     static_values: tuple[tuple[str, str], ...] = ()
     levels: int | None = None  # the vertical levels tuned at (required in the database file)
+    arch: str = ""  # the device's GPU architecture ("sm_90"); "": unknown, the device's name only
 
     @classmethod
     def from_json(cls, d: Mapping) -> "TunedKernel":
         keys = {f.name for f in dataclasses.fields(cls)}
-        if missing := keys - {"measured", "static_values"} - set(d):
+        if missing := keys - {"measured", "static_values", "arch"} - set(d):
             raise ScheduleError(f"tuned schedule entry {d.get('kernel', '?')}: missing {sorted(missing)}")
         if unknown := set(d) - keys:
             raise ScheduleError(f"tuned schedule entry {d.get('kernel', '?')}: unknown keys {sorted(unknown)}")
@@ -75,7 +80,7 @@ class TunedKernel:
             dim_sizes=tuple(sorted((str(k), int(v)) for k, v in d["dim_sizes"].items())),
             fingerprint=d["fingerprint"], schedule=Schedule.from_json(d["schedule"]), measured=d.get("measured", ""),
             static_values=tuple(sorted((str(k), str(v)) for k, v in d.get("static_values", {}).items())),
-            levels=int(d["levels"]),
+            levels=int(d["levels"]), arch=str(d.get("arch", "")),
         )  # fmt: skip
 
     def to_json(self) -> dict:
@@ -85,6 +90,8 @@ class TunedKernel:
         d["static_values"] = dict(self.static_values)
         if not self.static_values:
             del d["static_values"]
+        if not self.arch:
+            del d["arch"]
         return d
 
     def fits(self, dim_sizes: Mapping[str, int]) -> bool:
@@ -110,23 +117,29 @@ def load(path: pathlib.Path = DATABASE) -> tuple[TunedKernel, ...]:
         raise ScheduleError(f"{path}: not a database of tuned schedules ({type(e).__name__}: {e})") from None
 
 
-def for_device(vendor: str, device: str | None, entries: tuple[TunedKernel, ...] | None = None) -> tuple[TunedKernel, ...]:
-    """The entries measured on this vendor's `device` (None: no device known, none apply)."""
+def for_device(vendor: str, device: str | None, entries: tuple[TunedKernel, ...] | None = None,
+               arch: str | None = None) -> tuple[TunedKernel, ...]:
+    """The entries measured on this vendor's `device`, then (with `arch`) those measured on other
+    devices of the same architecture: `applied` takes the first that fits, so the device's own
+    tuning wins where both exist. None for `device`: no device known, none apply."""
     if device is None:
         return ()
-    return tuple(e for e in (load() if entries is None else entries) if e.vendor == vendor and e.device == device)
+    entries = load() if entries is None else entries
+    own = tuple(e for e in entries if e.vendor == vendor and e.device == device)
+    siblings = tuple(e for e in entries if arch and e.vendor == vendor and e.device != device and e.arch == arch)
+    return own + siblings
 
 
 def for_schedule(vendor: str, this_device: str | None, use_tuned: bool | str,
-                 entries: tuple[TunedKernel, ...] | None = None) -> tuple[TunedKernel, ...]:
-    """The entries a schedule's `"tuned"` asks for: true, this device's; a device's name, that
-    device's (same vendor; an A/B of another GPU's tuning), refused with the names the database
-    holds when it has none of that device."""
+                 entries: tuple[TunedKernel, ...] | None = None, arch: str | None = None) -> tuple[TunedKernel, ...]:
+    """The entries a schedule's `"tuned"` asks for: true, this device's and its architecture's
+    (`for_device`); a device's name, that device's alone (same vendor; an A/B of one GPU's
+    tuning), refused with the names the database holds when it has none of that device."""
     if not use_tuned:
         return ()
     entries = load() if entries is None else entries
     if use_tuned is True:
-        return for_device(vendor, this_device, entries)
+        return for_device(vendor, this_device, entries, arch)
     found = for_device(vendor, use_tuned, entries)
     if not found:
         known = sorted({e.device for e in entries if e.vendor == vendor})
@@ -180,7 +193,7 @@ def applied(schedule: ProgramSchedule, program: ir.ProgramIR, dim_sizes: Mapping
             out.append(Decision(name, CODE_CHANGED, why))
         else:
             schedule = schedule.with_kernel(name, hit.schedule)
-            out.append(Decision(name, APPLIED, f"tuned schedule applied ({hit.schedule.describe()})"))
+            out.append(Decision(name, APPLIED, f"tuned schedule applied ({hit.schedule.describe()}; tuned on {hit.device})"))
     return schedule, tuple(out)
 
 
