@@ -28,6 +28,7 @@ from icoforge.backend.ir import ir
 from icoforge.backend.schedule import pipeline, tuned
 from icoforge.backend.runtime import deferral
 from icoforge.backend.runtime.build import gpu_compile_options
+from icoforge.backend.runtime.gpu_device import cupy_vendor, device_arch, device_name
 from icoforge.backend.codegen.cuda import device_module, render_module_gpu
 from icoforge.backend.codegen.device import DeviceModule
 from icoforge.backend.codegen.host import render_host_plan
@@ -35,44 +36,6 @@ from icoforge.backend.schedule.schedule import KernelLaunch, ProgramSchedule, de
 from icoforge.backend.runtime.host_checks import StrideSetMismatch
 from icoforge.backend.runtime.workflow import flat_call_args, translate, yield_to_main_process
 from icoforge.errors import IcoforgeError
-
-
-def cupy_vendor() -> str | None:
-    """"cuda" or "hip" for the CuPy build importable here, None without CuPy or a device."""
-    try:
-        import cupy as cp
-
-        if cp.cuda.runtime.getDeviceCount() < 1:
-            return None
-        return "hip" if cp.cuda.runtime.is_hip else "cuda"
-    except Exception:
-        return None
-
-
-def device_name() -> str | None:
-    """The name of CuPy's current device ("NVIDIA H200"), None without one."""
-    try:
-        import cupy as cp
-
-        name = cp.cuda.runtime.getDeviceProperties(cp.cuda.runtime.getDevice())["name"]
-        return name.decode() if isinstance(name, bytes) else str(name)
-    except Exception:
-        return None
-
-
-def device_arch() -> str | None:
-    """The GPU architecture of CuPy's current device: "sm_90" (CUDA compute capability) or
-    "gfx942" (HIP), None without one. Tuned schedules hold across devices of one architecture."""
-    try:
-        import cupy as cp
-
-        if cp.cuda.runtime.is_hip:
-            props = cp.cuda.runtime.getDeviceProperties(cp.cuda.runtime.getDevice())
-            name = props["gcnArchName"]
-            return (name.decode() if isinstance(name, bytes) else str(name)).split(":")[0]
-        return f"sm_{cp.cuda.Device().compute_capability}"
-    except Exception:
-        return None
 
 
 # Called around a launch as `observer(kernel, stream, launch)`: it must call `launch()` (no
