@@ -64,7 +64,7 @@ class Target:
     def arch(self) -> str:
         if self.emulated:
             return ""
-        from icoforge.backend.runtime.gpu import device_arch
+        from icoforge.backend.runtime.gpu_device import device_arch
 
         return device_arch() or ""
 

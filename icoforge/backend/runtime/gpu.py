@@ -572,4 +572,4 @@ def make_gpu_backend(target: str, schedule: ProgramSchedule | None = None):
     )
 
 
-__all__ = ["GPUArtifact", "GPUExecutor", "LaunchObserver", "Runtime", "bind_program", "cupy_vendor", "device_arch", "gpu_artifact", "make_gpu_backend", "core_defs"]
+__all__ = ["GPUArtifact", "GPUExecutor", "LaunchObserver", "Runtime", "bind_program", "cupy_vendor", "gpu_artifact", "make_gpu_backend", "core_defs"]
