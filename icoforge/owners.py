@@ -26,6 +26,10 @@ OURS, GT4PY, ICON4PY, DACE, OTHER = "ours", "GT4Py's", "icon4py's", "DaCe's", "o
 # the thread blocked on a compile job that GT4Py's first call of a program waits for (the job runs
 # in a worker process, its own owner's time there): no one's Python runs in the sampled thread
 WAITING = "waiting"
+# the order and words of reports' rows
+OWNER_ORDER = (OURS, GT4PY, ICON4PY, DACE, OTHER, WAITING)
+OWNER_LABELS = {OURS: "icoforge's Python", GT4PY: "GT4Py's Python", ICON4PY: "icon4py's Python",
+                DACE: "DaCe's Python", OTHER: "other code", WAITING: "a wait for a compile job"}  # fmt: skip
 _WAITS = {("threading.py", "wait"), ("_base.py", "result"), ("_base.py", "wait")}
 
 

@@ -17,7 +17,7 @@ monkeypatch them; `update` and `overridden` change them for this process and its
 | ICOFORGE_STREAMS | streams | N > 1: inside those graphs, consecutive kernels that touch no common field run on up to N streams (default 1; needs ICOFORGE_HOST_GRAPHS=1) |
 | ICOFORGE_TRACE | trace | a folder: log every translation and load, keep GTIR of pass-cache misses |
 | ICOFORGE_WORKER_NICE | worker_nice | nice increment of compile workers (default 5; 0 keeps the priority) |
-| ICOFORGE_WARM_POOL | warm_pool | 0: the granule and `icoforge run --in-worker` do not start GT4Py's compile workers ahead of time |
+| ICOFORGE_WARM_POOL | warm_pool | 0: the granule, `icoforge model` and `icoforge run --in-worker` do not start GT4Py's compile workers ahead of time |
 | ICOFORGE_EARLY_GTIR | early_gtir | default 1: stop GT4Py's passes before their fusion loop (gt4py_early.py); 0: all of them (GT4Py's full list) |
 | ICOFORGE_TEMPORARIES | temporaries | where the GPU runtime keeps a program's temporaries: persistent (default), per-call, async |
 """

@@ -83,6 +83,7 @@ def cmd_model(args: argparse.Namespace) -> int:
         return _check(args)
     process_start = timing.process_start_epoch()
     backend = get_backend(args.backend)  # a misspelt name fails here, before anything is built
+    run.warm_compile_workers(args.backend, backend)
     if args.config_dir is None:
         experiments.lookup_experiment(args.experiment or "jw")
     if args.markdown and not args.diagnostics:
@@ -110,7 +111,7 @@ def cmd_model(args: argparse.Namespace) -> int:
 
         with record.heartbeat() if args.json else contextlib.nullcontext():
             session = run.start(cfg.config, grid_file, backend, progress, per_program=args.peer_programs == "per-program",
-                                times=record.setup_s)  # fmt: skip
+                                times=record.setup_s, owners=record.setup_owners_s)  # fmt: skip
             record.meta["peer_config"] = _peer_config(args.backend, session.peer_options)
             diag = _step_all(session, args.diagnostics, record, args.component_steps)
         record.finished = True

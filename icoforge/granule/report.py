@@ -23,7 +23,7 @@ from icoforge.granule.greenline import GreenlineReport
 from icoforge.granule.merge import python_optimized_modes, run_environments
 from icoforge.granule.runner import SUBSTEP_MIX, VARIANTS
 from icoforge.granule.state import PROGNOSTIC_FIELDS
-from icoforge.owners import DACE, GT4PY, ICON4PY, OTHER, OURS, WAITING
+from icoforge.owners import OWNER_LABELS, OWNER_ORDER
 from icoforge.stalls import STALL_NOTE, gc_note, stalls
 
 SETUP_LABELS = {
@@ -35,9 +35,6 @@ SETUP_LABELS = {
 }
 
 Data = dict[str, Any]  # a report in its JSON form
-OWNER_ORDER = (OURS, GT4PY, ICON4PY, DACE, OTHER, WAITING)
-OWNER_LABELS = {OURS: "icoforge's Python", GT4PY: "GT4Py's Python", ICON4PY: "icon4py's Python",
-                DACE: "DaCe's Python", OTHER: "other code", WAITING: "a wait for a compile job"}  # fmt: skip
 
 
 @dataclasses.dataclass

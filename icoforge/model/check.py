@@ -42,13 +42,15 @@ def run_and_collect(meta: dict[str, Any], backend_name: str, progress: Callable[
 
     if meta["experiment"] != "jw":
         raise ValueError(f"stored experiment {meta['experiment']!r}: only jw is known")
+    backend = get_backend(backend_name)
+    run.warm_compile_workers(backend_name, backend)
     run.quiet_icon4py(verbose)
     with tempfile.TemporaryDirectory(prefix="icoforge-model-") as tmp:
         moist = meta.get("moist", "")  # "", "tracers" or "muphys"
         cfg = experiments.jw_config(levels=meta["levels"], dtime_s=meta["dtime_s"], steps=meta["steps"],
                                     substeps=meta["substeps"], output=pathlib.Path(tmp) / "output",
                                     tracers=moist == "tracers", muphys=moist == "muphys")
-        session = run.start(cfg.config, resolve_grid_path(meta["grid"]), get_backend(backend_name), progress)
+        session = run.start(cfg.config, resolve_grid_path(meta["grid"]), backend, progress)
         fields = []
         for _ in range(meta["steps"]):
             step = session.step()

@@ -10,11 +10,20 @@ from typing import Any
 
 from icoforge.model import timing
 from icoforge.model.run import BUSY_WORKER_FRACTION, Session
+from icoforge.owners import OWNER_LABELS, OWNER_ORDER
+
+
+OWNER_SHOWN_S = 0.05  # an owner's share of a setup phase below this is left out of the summary
 
 
 def summary_rows(session: Session) -> list[tuple[str, str]]:
-    """(what, value) rows of the run's timings."""
-    rows = [(name, f"{s:.1f} s") for name, s in session.setup_s.items()]
+    """(what, value) rows of the run's timings; under each setup phase, its wall time by whose
+    Python ran."""
+    rows = []
+    for name, seconds in session.setup_s.items():
+        rows.append((name, f"{seconds:.1f} s"))
+        whose = session.setup_owners.get(name, {})
+        rows += [(f"  in {OWNER_LABELS[o]}", f"{whose[o]:.1f} s") for o in OWNER_ORDER if whose.get(o, 0.0) >= OWNER_SHOWN_S]
     steps = [s for s in session.steps if s.components is None]  # component-timed steps synchronise: apart
     if not steps:
         return rows
@@ -113,9 +122,27 @@ def markdown(records: list[dict[str, Any]]) -> str:
         lines += ["", "Per step, ms: median of the component-timed steps (device synchronised around",
                   "each component):", ""]
         lines += _table(["component"] + [_name(r) for r in with_components], rows)
+    lines += _setup_owners(records)
     lines += _warm_notes(records)
     lines += _ratios(records)
     return "\n".join(lines)
+
+
+def _setup_owners(records: list[dict[str, Any]]) -> list[str]:
+    """The setup phases together (grid manager, initialize_driver, initial condition) by whose
+    Python ran, s; records before 2026-12-08 have no split."""
+    split = [r for r in records if r.get("setup_owners_s")]
+    if not split:
+        return []
+
+    def total(r: dict[str, Any], owner: str) -> float:
+        return sum(phase.get(owner, 0.0) for phase in r["setup_owners_s"].values())
+
+    owners = [o for o in OWNER_ORDER if any(total(r, o) for r in split)]
+    rows = [[OWNER_LABELS[o]] + [f"{total(r, o):.1f}" for r in split] for o in owners]
+    rows.append(["setup (all phases)"] + [f"{sum(r['setup_s'].values()):.1f}" for r in split])
+    return ["", "Setup before step 1 (grid manager, initialize_driver, initial condition) by", "whose code ran, s (sampled):", "",
+            *_table(["setup, whose", *(_name(r) for r in split)], rows)]  # fmt: skip
 
 
 def _warm_notes(records: list[dict[str, Any]]) -> list[str]:

@@ -26,6 +26,7 @@ from typing import Any
 
 from icoforge import settings
 from icoforge.model import timing
+from icoforge.owners import OwnerSampler
 
 BUSY_WORKER_FRACTION = 0.05
 Progress = Callable[[str], None]
@@ -51,6 +52,7 @@ class Session:
     driver: Any
     states: Any
     setup_s: dict[str, float]
+    setup_owners: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)  # phase -> owner -> s
     steps: list[StepTime] = dataclasses.field(default_factory=list)
     peer_options: dict[str, str] = dataclasses.field(default_factory=dict)  # program -> icon4py's options
     gc_clock: Any = dataclasses.field(default_factory=lambda: timing.GcClock())
@@ -103,12 +105,29 @@ def workers_alive() -> int:
 
 
 @contextlib.contextmanager
-def _phase(name: str, times: dict[str, float], progress: Progress) -> Iterator[None]:
+def _phase(name: str, times: dict[str, float], owners: dict[str, dict[str, float]], progress: Progress) -> Iterator[None]:
+    """Times the block as setup phase `name`, and splits its wall time by whose Python ran
+    (`icoforge.owners`: GT4Py's front end, a wait for a compile job, icon4py's factories, ours)."""
     progress(f"{name} ...")
     t0 = time.perf_counter()
-    yield
+    with OwnerSampler() as whose:
+        yield
     times[name] = time.perf_counter() - t0
+    owners[name] = whose.seconds
     progress(f"{name}: {times[name]:.1f} s")
+
+
+def warm_compile_workers(name: str, backend: Any) -> None:
+    """Start GT4Py's compile workers now, for an icoforge backend. They start at the first
+    submission and import GT4Py before their first job, and icon4py's field factories in
+    `initialize_driver` wait for each program's job in turn: started first thing, they import
+    while this process builds the configuration and imports icon4py's driver (2-core VM, JW
+    R2B3/10, warm caches: the waits in setup 11.6 -> 2.0 s, time to the first step 45 -> 38 s,
+    two pairs). A peer's pool is left as GT4Py starts it."""
+    from icoforge.backend.runtime import compile_pool
+
+    if name.startswith("icoforge") and settings.current().warm_pool:
+        compile_pool.warm_up_for(backend)
 
 
 def quiet_icon4py(verbose: bool) -> None:
@@ -120,7 +139,8 @@ def quiet_icon4py(verbose: bool) -> None:
 
 
 def start(config: Any, grid_file: pathlib.Path, backend: Any, progress: Progress, *,
-          per_program: bool = True, times: dict[str, float] | None = None) -> Session:  # fmt: skip
+          per_program: bool = True, times: dict[str, float] | None = None,
+          owners: dict[str, dict[str, float]] | None = None) -> Session:  # fmt: skip
     """icon4py's driver set up as `run_driver` does before its time loop. `backend` is whatever
     icoforge's registry returned for the name (a GT4Py backend, icon4py's descriptor, or None).
 
@@ -135,7 +155,8 @@ def start(config: Any, grid_file: pathlib.Path, backend: Any, progress: Progress
     icoforge's peers everywhere: `icoforge.suite.peers`); icon4py's driver CLI gives them the one
     backend instead (`per_program=False`), and so does a run with tracer advection or muphys
     (`ONE_BACKEND_WHEN_MOIST`). What icon4py logged per program is `Session.peer_options`.
-    `times` (filled as the phases end) may be the caller's, to see the phases while they run."""
+    `times` (filled as the phases end) may be the caller's, to see the phases while they run;
+    `owners` likewise, each phase's wall time by whose Python ran (`Session.setup_owners`)."""
     settings.prepare_openmp()
     from icon4py.model.common import model_backends, model_options
     from icon4py.model.common.decomposition import definitions as decomposition
@@ -145,6 +166,7 @@ def start(config: Any, grid_file: pathlib.Path, backend: Any, progress: Progress
     from icoforge.suite.recursion import descriptor_with_c_recursion_limit, with_c_recursion_limit
 
     times = {} if times is None else times
+    owners = {} if owners is None else owners
     if peers.is_descriptor(backend) and per_program and _moist(config):
         progress(f"note: {ONE_BACKEND_WHEN_MOIST}")
         per_program = False
@@ -154,20 +176,20 @@ def start(config: Any, grid_file: pathlib.Path, backend: Any, progress: Progress
     backend = with_c_recursion_limit(model_options.customize_backend(program=None, backend=backend))
     allocator = model_backends.get_allocator(backend)
     props = decomposition.get_process_properties(decomposition.get_runtype(with_mpi=False))
-    with _phase("grid (icon4py's GridManager)", times, progress):
+    with _phase("grid (icon4py's GridManager)", times, owners, progress):
         manager = driver_utils.create_grid_manager(
             grid_file_path=grid_file, vertical_grid_config=config.vertical_grid, allocator=allocator, process_props=props
         )
     with (
-        _phase("initialize_driver (static fields, granules: compiles)", times, progress),
+        _phase("initialize_driver (static fields, granules: compiles)", times, owners, progress),
         peers.recording_options() as options,
         _quiet_options_log(),
         _granules_with(descriptor),
     ):
         icon4py_driver = driver.initialize_driver(config=config, grid_manager=manager, process_props=props, backend=backend)
-    with _phase("initial condition and driver states", times, progress):
+    with _phase("initial condition and driver states", times, owners, progress):
         states = _initial_states(icon4py_driver, allocator)
-    return Session(icon4py_driver, states, times, peer_options=dict(options))
+    return Session(icon4py_driver, states, times, owners, peer_options=dict(options))
 
 
 # icon4py 0.4.1 gives a descriptor to granules only as far as each goes through `setup_program`:

@@ -59,6 +59,8 @@ DEFINITION = {
     "step": "icon4py's time_integration of one step, ending in its device synchronisation",
     "components": "each granule call between device synchronisations, on extra steps after the timed ones; "
                   "driver (rest) = step - components",
+    "setup_owners_s": "each setup phase's wall time by whose Python ran (sampled, icoforge.owners): GT4Py's, icon4py's, "
+                      "icoforge's, other code, or a wait for a compile job (GT4Py's first call of a program)",
 }  # fmt: skip
 
 
@@ -157,6 +159,7 @@ class Record:
     lock_wait_s: float = 0.0  # waited for --gpu-lock: not part of the time to the first step
     t_start: float = dataclasses.field(default_factory=time.time)  # epoch: the driver's setup began
     setup_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    setup_owners_s: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)  # phase -> owner -> s
     running: str | None = None
     steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     component_steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -193,7 +196,7 @@ class Record:
             }
         return {
             "schema": SCHEMA, "backend": self.backend, **self.meta, "warmup": self.warmup,
-            "definition": DEFINITION, "setup_s": self.setup_s,
+            "definition": DEFINITION, "setup_s": self.setup_s, "setup_owners_s": self.setup_owners_s,
             "process_to_setup_s": None if self.process_start is None else self.t_start - self.process_start - self.lock_wait_s,
             "lock_wait_s": self.lock_wait_s,
             "time_to_first_step": first, "steps": self.steps, "step_stats": step_stats(self.steps, self.warmup),

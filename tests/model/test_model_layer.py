@@ -1,5 +1,5 @@
 """icoforge.model is a lab layer: it imports grids, suite, backend (and the shared top-level
-modules settings, errors, stalls), and only the CLI imports it. Read from the source (ast), imports
+modules settings, errors, stalls, owners), and only the CLI imports it. Read from the source (ast), imports
 inside functions included."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2] / "icoforge"
-ALLOWED = {"model", "grids", "suite", "backend", "settings", "errors", "stalls", "portable_numpy"}
+ALLOWED = {"model", "grids", "suite", "backend", "settings", "errors", "stalls", "owners", "portable_numpy"}
 
 
 def _icoforge_imports(path: pathlib.Path) -> set[str]:

@@ -141,3 +141,49 @@ def test_the_granules_get_the_descriptor_and_the_driver_its_backend_back(monkeyp
 def test_process_start_is_before_now():
     start = timing.process_start_epoch()
     assert start is not None and 0.0 < time.time() - start < 24 * 3600
+
+
+def test_setup_is_split_by_whose_code_ran_in_the_summary_and_the_merged_table():
+    from icoforge import owners
+
+    session = run.Session(driver=None, states=None, setup_s={"initialize_driver": 10.0},
+                          setup_owners={"initialize_driver": {owners.GT4PY: 6.0, owners.WAITING: 3.5, owners.OURS: 0.01}})
+    rows = report.summary_rows(session)
+    assert rows[:3] == [("initialize_driver", "10.0 s"), ("  in GT4Py's Python", "6.0 s"),
+                        ("  in a wait for a compile job", "3.5 s")]  # ours below OWNER_SHOWN_S: left out
+    ours = _record("icoforge-cuda", 0.4, 60.0) | {
+        "setup_s": {"grid": 1.0, "initialize_driver": 20.0},
+        "setup_owners_s": {"grid": {owners.ICON4PY: 0.9}, "initialize_driver": {owners.GT4PY: 12.0, owners.ICON4PY: 2.0,
+                                                                                 owners.WAITING: 6.0}}}  # fmt: skip
+    text = report.markdown([ours, _record("dace_gpu", 0.5, 400.0)])  # a record without the split: no column
+    assert max(map(len, text.splitlines())) <= report.WIDTH, text
+    table = text.split("whose code ran")[1]
+    assert "| icon4py's Python" in table and " 2.9 |" in table  # both phases summed
+    assert "| a wait for a compile job" in table and " 6.0 |" in table and "| setup (all phases)" in table
+    assert "dace_gpu" not in table.split("\n\n")[1] and "icoforge's Python" not in table  # nothing sampled: no row
+
+
+def test_a_setup_phase_is_timed_and_sampled():
+    import hashlib
+
+    times, whose = {}, {}
+    with run._phase("busy", times, whose, lambda message: None):
+        end = time.perf_counter() + 0.3
+        while time.perf_counter() < end:
+            hashlib.sha256(b"x" * 4096).digest()  # the test's own code: "other"
+    assert 0.3 <= times["busy"] < 1.0
+    assert abs(sum(whose["busy"].values()) - times["busy"]) < 0.02 and whose["busy"].get("other", 0.0) > 0.2, whose
+
+
+def test_compile_workers_start_first_thing_for_icoforge_only(monkeypatch):
+    from icoforge import settings
+    from icoforge.backend.runtime import compile_pool
+
+    started = []
+    monkeypatch.setattr(compile_pool, "warm_up_for", lambda backend, workers=None: started.append(backend))
+    with settings.overridden(warm_pool=True):
+        run.warm_compile_workers("icoforge-cpu", "ours")
+        run.warm_compile_workers("dace_gpu", "a peer's descriptor")  # GT4Py starts a peer's pool as it does
+    with settings.overridden(warm_pool=False):
+        run.warm_compile_workers("icoforge-cuda", "ours, switched off")
+    assert started == ["ours"]
