@@ -92,6 +92,16 @@ def charged_frame(frame: FrameType | None) -> tuple[str, FrameType | None]:
     return OTHER, None
 
 
+def _sites_of(frame: FrameType | None, owner: str) -> set[str]:
+    """The sites of `owner`'s frames on the stack from `frame` outwards, each once."""
+    sites = set()
+    while frame is not None:
+        if owner_of(frame.f_code.co_filename) == owner:
+            sites.add(site_of(frame))
+        frame = frame.f_back
+    return sites
+
+
 def site_of(frame: FrameType) -> str:
     """`package/module.py:function` of a frame of a known package, else `file.py:function`."""
     return f"{_located(frame.f_code.co_filename)[1]}:{frame.f_code.co_name}"
@@ -109,6 +119,9 @@ class OwnerSampler:
         self._weights: collections.Counter[str] = collections.Counter()
         # our own time by function (the innermost icoforge frame): where ours is, to cut it
         self._our_sites: collections.Counter[str] = collections.Counter()
+        # GT4Py's time by function, inclusive (every GT4Py function on the stack, once per
+        # sample): which of its stages (front end, cache keys, submitting jobs) holds it
+        self._gt4py_sites: collections.Counter[str] = collections.Counter()
         self.wall_s = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -134,6 +147,9 @@ class OwnerSampler:
             self._weights[owner] += now - last
             if owner == OURS and charged is not None:
                 self._our_sites[site_of(charged)] += now - last
+            elif owner == GT4PY and charged is not None:
+                for site in _sites_of(charged, GT4PY):
+                    self._gt4py_sites[site] += now - last
             last = now
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None) -> None:
@@ -150,6 +166,11 @@ class OwnerSampler:
     def our_sites(self, top: int = 8) -> dict[str, float]:
         """The `top` icoforge functions our seconds went to (same scale as `seconds`)."""
         return self._scaled(self._our_sites, top)
+
+    def gt4py_sites(self, top: int = 10) -> dict[str, float]:
+        """The `top` GT4Py functions by inclusive time while GT4Py's Python ran (same scale as
+        `seconds`; they overlap: a caller holds its callees' time)."""
+        return self._scaled(self._gt4py_sites, top)
 
     def _scaled(self, weights: collections.Counter[str], top: int | None = None) -> dict[str, float]:
         # time-weighted samples scaled to the measured wall time (all owners' weights sum to it)

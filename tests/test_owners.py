@@ -46,7 +46,7 @@ def gt4py_ir():
 with owners.OwnerSampler(interval_s=0.002) as sampler:
     busy(0.3, gt4py_ir)
     busy(0.3, lambda: hashlib.sha256(b"x" * 4096).digest())
-print(json.dumps({"wall_s": sampler.wall_s, "seconds": sampler.seconds}))
+print(json.dumps({"wall_s": sampler.wall_s, "seconds": sampler.seconds, "gt4py_sites": sampler.gt4py_sites()}))
 """
 
 
@@ -64,6 +64,16 @@ def test_a_block_is_charged_to_whose_code_runs_and_the_stdlib_to_its_caller():
     # the -c script is none of the packages, so the hashlib loop is "other"; GT4Py's loop is GT4Py's
     assert seconds[owners.GT4PY] > 0.15 and seconds[owners.OTHER] > 0.15, seconds
     assert owners.OURS not in seconds or seconds[owners.OURS] < 0.1, seconds  # only the sampler's own calls
+    # GT4Py's time by function, inclusive: im.call's __call__ holds most of the GT4Py loop, and no
+    # function holds more than all of GT4Py's time
+    sites = result["gt4py_sites"]
+    assert all(site.startswith("gt4py/") for site in sites), sites
+    assert any(site.startswith("gt4py/next/iterator/ir_utils/ir_makers.py:") and sec > 0.1 for site, sec in sites.items()), sites
+    assert max(sites.values()) <= seconds[owners.GT4PY] + 0.01, (sites, seconds)
+    from icoforge.granule.report import our_construct_sites
+
+    line = our_construct_sites([{"backend": "b", "construct_gt4py_sites": sites}])
+    assert line and line[0].startswith("GT4Py's Python in construct (b), inclusive: gt4py/"), line
 
 
 def test_our_time_is_split_by_function():

@@ -124,13 +124,21 @@ def setup_table(data: Data) -> TableSpec:
 
 
 def our_construct_sites(bs: list[Data], top: int = 3) -> list[str]:
-    """Where icoforge's Python in `construct` went, by function, per backend that has it."""
-    return [
+    """Where icoforge's Python in `construct` went, by function, per backend that has it; then
+    GT4Py's, inclusive (reports before 2026-12-08 have only ours)."""
+    ours = [
         f"icoforge's Python in construct ({b['backend']}): "
         + ", ".join(f"{site} {_s(sec)} s" for site, sec in list(b["construct_our_sites"].items())[:top])
         for b in bs
         if b.get("construct_our_sites")
     ]
+    gt4py = [
+        f"GT4Py's Python in construct ({b['backend']}), inclusive: "
+        + ", ".join(f"{site} {_s(sec)} s" for site, sec in list(b["construct_gt4py_sites"].items())[: 2 * top])
+        for b in bs
+        if b.get("construct_gt4py_sites")
+    ]
+    return ours + gt4py
 
 
 def _common_parts(common: dict[str, float], cached: bool, factory_backend: str) -> str:

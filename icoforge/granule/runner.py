@@ -138,6 +138,7 @@ class BackendResult:
     construct_owners: dict[str, float] = dataclasses.field(default_factory=dict)
     # icoforge's share of it by function (innermost icoforge frame), the largest first
     construct_our_sites: dict[str, float] = dataclasses.field(default_factory=dict)
+    construct_gt4py_sites: dict[str, float] = dataclasses.field(default_factory=dict)  # inclusive
 
     def median_ms(self, variant: str) -> float:
         return statistics.median(self.step_ms[variant])
@@ -189,6 +190,7 @@ class BackendResult:
             "peer_config": self.peer_config,
             "construct_owners": self.construct_owners,
             "construct_our_sites": self.construct_our_sites,
+            "construct_gt4py_sites": self.construct_gt4py_sites,
         }
 
 
@@ -295,6 +297,7 @@ class Granule:
             self.solver = self.construct(inputs)
         self.result.construct_owners = whose.seconds
         self.result.construct_our_sites = whose.our_sites()
+        self.result.construct_gt4py_sites = whose.gt4py_sites()
         self.result.peer_config = peers.peer_config(self.name, options)
         s["construct"] = whose.wall_s
         self._submitted = [(t - self._construct_started_at, name) for t, name in submitted]
