@@ -100,3 +100,28 @@ def test_memoized_keys_through_a_cycle_of_memoized_objects():
 
     memo = fast_frontend.memoizing_fingerprinter(stages.semantic_fingerprinter, (Box,))
     assert memo(pair("x")) == memo(pair("x")) != memo(pair("y"))
+
+
+def test_a_neighbour_table_is_hashed_once_per_object_and_by_content():
+    import numpy as np
+    import gt4py.next as gtx
+
+    C, E = gtx.Dimension("C"), gtx.Dimension("E")
+    C2E = gtx.Dimension("C2E", kind=gtx.DimensionKind.LOCAL)
+
+    def table(values):
+        return gtx.as_connectivity([C, C2E], E, np.asarray(values, dtype=np.int32))
+
+    types = fast_frontend.connectivity_types()
+    same, again, other = table([[0, 1], [1, 2]]), table([[0, 1], [1, 2]]), table([[0, 1], [2, 1]])
+    assert type(same) in types
+    walked = []
+    base = stages.semantic_fingerprinter
+    counted = functools.partial(base.func, **{**base.keywords, "deconstructor": lambda o: walked.append(o) or base.keywords["deconstructor"](o)})  # fmt: skip
+    memo = fast_frontend.memoizing_fingerprinter(counted, (), types)
+    first = memo({"C2E": same})
+    n = len(walked)
+    assert any(isinstance(o, np.ndarray) for o in walked)  # the first key hashed the table
+    assert memo({"C2E": same}) == first and not any(isinstance(o, np.ndarray) for o in walked[n:])  # not hashed again
+    assert memo({"C2E": again}) == first  # equal contents, another object: the same key
+    assert memo({"C2E": other}) != first  # other contents: another key
