@@ -143,17 +143,15 @@ class AdvectionGranule(Granule):
         from icon4py.model.atmosphere.tracer_advection import tracer_advection_states as adv_states
         from icon4py.model.common import dimension as dims
         from icon4py.model.common import model_backends
-        from icon4py.model.common.grid import states as grid_states
         from icon4py.model.common.utils import data_allocation as data_alloc
 
-        from icoforge.granule.diffusion import EDGE_PARAMS
+        from icoforge.granule.diffusion import grid_params
         from icoforge.granule.solver import as_field
 
         assert self.grid is not None
         static = self.static
         allocator = model_backends.get_allocator(self.backend)
         field = functools.partial(as_field, allocator=allocator)
-        g = {k: field(v) for k, v in static.geometry.items()}
         i = static.interpolation
         shallow = data_alloc.constant_field(self.grid.icon_grid, 1.0, dims.KDim, allocator=allocator)
         return dict(
@@ -170,13 +168,7 @@ class AdvectionGranule(Granule):
                 deepatmo_divzu=shallow,
                 ddqz_z_full=field(static.metrics["ddqz_z_full"]),
             ),
-            edge_params=grid_states.EdgeParams(**{k: g[k] for k in EDGE_PARAMS}),
-            cell_params=grid_states.CellParams(
-                cell_center_lat=g["cell_center_lat"],
-                cell_center_lon=g["cell_center_lon"],
-                area=g["cell_area"],
-                mean_cell_area=float(static.scalars["mean_cell_area"]),
-            ),
+            **grid_params(static, field),
         )
 
     def construct(self, inputs: dict[str, Any]) -> Any:

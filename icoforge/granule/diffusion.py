@@ -41,6 +41,23 @@ EDGE_PARAMS = (
     "dual_normal_cell_y", "dual_normal_vert_x", "dual_normal_vert_y",
 )  # fmt: skip
 
+def grid_params(static: Any, field: Any) -> dict[str, Any]:
+    """icon4py's EdgeParams and CellParams, as Diffusion and tracer advection take them, from the
+    static geometry (`StaticFields`); `field` puts an array on the backend's device."""
+    from icon4py.model.common.grid import states as grid_states
+
+    g = static.geometry
+    return dict(
+        edge_params=grid_states.EdgeParams(**{k: field(g[k]) for k in EDGE_PARAMS}),
+        cell_params=grid_states.CellParams(
+            cell_center_lat=field(g["cell_center_lat"]),
+            cell_center_lon=field(g["cell_center_lon"]),
+            area=field(g["cell_area"]),
+            mean_cell_area=float(static.scalars["mean_cell_area"]),
+        ),
+    )
+
+
 # DiffusionConfig of icon4py's benchmark (test_benchmark_diffusion.py), by keyword
 CONFIG: dict[str, Any] = {
     "diffusion_type": "SMAGORINSKY_4TH_ORDER",
@@ -87,7 +104,6 @@ class DiffusionGranule(Granule):
         from icon4py.model.atmosphere.diffusion import diffusion, diffusion_states
         from icon4py.model.common import dimension as dims
         from icon4py.model.common import model_backends
-        from icon4py.model.common.grid import states as grid_states
         from icon4py.model.common.grid import vertical as v_grid
 
         from icoforge.granule.fields import vertical_config
@@ -97,7 +113,6 @@ class DiffusionGranule(Granule):
         static = self.static
         allocator = model_backends.get_allocator(self.backend)
         field = functools.partial(as_field, allocator=allocator)
-        g = {k: field(v) for k, v in static.geometry.items()}
         i = static.interpolation
         m = static.metrics
         config = diffusion_config()
@@ -124,13 +139,7 @@ class DiffusionGranule(Granule):
             interpolation_state=diffusion_states.DiffusionInterpolationState(
                 **{k: field(i[k]) for k in interpolation_names}
             ),
-            edge_params=grid_states.EdgeParams(**{k: g[k] for k in EDGE_PARAMS}),
-            cell_params=grid_states.CellParams(
-                cell_center_lat=g["cell_center_lat"],
-                cell_center_lon=g["cell_center_lon"],
-                area=g["cell_area"],
-                mean_cell_area=float(static.scalars["mean_cell_area"]),
-            ),
+            **grid_params(static, field),
         )
 
     def construct(self, inputs: dict[str, Any]) -> Any:
