@@ -2,7 +2,9 @@
 in this process, compile jobs submitted) with icoforge's front end (`backend/frontend/
 fast_frontend.py`) and with GT4Py's own (ICOFORGE_FAST_PASSES=0), in alternating child processes.
 Compile the granule once beforehand so that its translations are cached: then construction is
-mostly the front end and the workers have nothing left to do.
+mostly the front end and the workers have little left to do. The workers are started (and have
+imported GT4Py) before construction begins, as in the greenline; each row also gives construct's
+split by whose code ran (icoforge.owners).
 
     PYTHONOPTIMIZE=1 PYTHONPATH=$PWD .venv/bin/python scripts/bench/construct_front_end.py \
         [--granule dycore] [--grid R2B3] [--levels 10] [--backend icoforge-cpu] [--pairs 2]
@@ -21,11 +23,16 @@ import subprocess
 import sys
 
 
-def construct_seconds(granule: str, grid_name: str, levels: int, backend: str) -> float:
-    """One construction in this process (child mode)."""
+def construct_seconds(granule: str, grid_name: str, levels: int, backend: str) -> dict:
+    """One construction in this process (child mode): its seconds and their split by whose code
+    ran. GT4Py's compile workers are started and have imported before it begins, as in the
+    greenline (where they start with the setup): otherwise construct mostly waits for their start."""
+    import concurrent.futures
     import importlib
     import time
 
+    from icoforge.backend.runtime import compile_pool
+    from icoforge.owners import OwnerSampler
     from icoforge.granule.fields import build_static_fields
     from icoforge.granule.greenline import granule_class
     from icoforge.grids import load_grid
@@ -37,9 +44,11 @@ def construct_seconds(granule: str, grid_name: str, levels: int, backend: str) -
     g.grid = g.granule_grid()
     importlib.import_module(g.component_module)  # as Granule.build: imported, then the fields
     inputs = g.inputs()
+    concurrent.futures.wait(compile_pool.warm_up_for(g.backend))
     t0 = time.perf_counter()
-    g.construct(inputs)
-    return time.perf_counter() - t0
+    with OwnerSampler() as whose:
+        g.construct(inputs)
+    return {"seconds": time.perf_counter() - t0, "owners": whose.seconds}
 
 
 def main() -> None:
@@ -63,8 +72,10 @@ def main() -> None:
             out = subprocess.run(cmd, env={**os.environ, "ICOFORGE_FAST_PASSES": fast}, capture_output=True, text=True)
             if out.returncode != 0:
                 sys.exit(f"{label}: the child failed:\n{out.stderr[-2000:]}")
-            runs[label].append(float(out.stdout.strip().splitlines()[-1]))
-            print(f"  pair {i + 1}: {label:<34} {runs[label][-1]:6.2f}", flush=True)
+            child = json.loads(out.stdout.strip().splitlines()[-1])
+            runs[label].append(child["seconds"])
+            whose = ", ".join(f"{owner} {sec:.2f}" for owner, sec in sorted(child["owners"].items(), key=lambda kv: -kv[1]))
+            print(f"  pair {i + 1}: {label:<34} {runs[label][-1]:6.2f}  ({whose})", flush=True)
     for label, seconds in runs.items():
         print(f"median {label:<34} {statistics.median(seconds):6.2f}")
 
