@@ -70,14 +70,14 @@ def test_a_block_is_charged_to_whose_code_runs_and_the_stdlib_to_its_caller():
     assert all(site.startswith("gt4py/") for site in sites), sites
     assert any(site.startswith("gt4py/next/iterator/ir_utils/ir_makers.py:") and sec > 0.1 for site, sec in sites.items()), sites
     assert max(sites.values()) <= seconds[owners.GT4PY] + 0.01, (sites, seconds)
-    from icoforge.granule.report import our_construct_sites
+    from icoforge.granule.report import construct_sites
 
-    line = our_construct_sites([{"backend": "b", "construct_gt4py_sites": sites}])
+    line = construct_sites([{"backend": "b", "construct_gt4py_sites": sites}])
     assert line and line[0].startswith("GT4Py's Python in construct (b), inclusive: gt4py/"), line
 
 
 def test_our_time_is_split_by_function():
-    from icoforge.granule.report import our_construct_sites
+    from icoforge.granule.report import construct_sites
 
     # The busy work is icoforge's own walk up a deep stack of this file's frames, so nearly all of
     # the loop runs in owners.py (a loop of cheap icoforge calls spends most of its time in the
@@ -90,9 +90,9 @@ def test_our_time_is_split_by_function():
     assert any(site.startswith("icoforge/owners.py:") for site in sites), sites
     assert sampler.seconds.get(owners.OURS, 0.0) > 0.15, sampler.seconds
     assert sum(sites.values()) <= sampler.seconds.get(owners.OURS, 0.0) + 0.01
-    line = our_construct_sites([{"backend": "b", "construct_our_sites": sites}])
+    line = construct_sites([{"backend": "b", "construct_our_sites": sites}])
     assert line and line[0].startswith("icoforge's Python in construct (b): icoforge/"), line
-    assert our_construct_sites([{"backend": "b"}]) == []
+    assert construct_sites([{"backend": "b"}]) == []
 
 
 def test_a_sampler_entered_twice_adds_the_blocks_not_the_gap():

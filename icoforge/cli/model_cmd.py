@@ -75,7 +75,7 @@ def say(message: str) -> None:
 def cmd_model(args: argparse.Namespace) -> int:
     from icoforge.grids.load import resolve_grid_path
     from icoforge.model import experiments, run, timing
-    from icoforge.suite.backends import get_backend
+    from icoforge.suite.backends import get_backend, warm_compile_workers
 
     if args.merge:
         return _merge(args.merge)
@@ -83,7 +83,7 @@ def cmd_model(args: argparse.Namespace) -> int:
         return _check(args)
     process_start = timing.process_start_epoch()
     backend = get_backend(args.backend)  # a misspelt name fails here, before anything is built
-    run.warm_compile_workers(args.backend, backend)
+    warm_compile_workers(args.backend, backend)  # they import while the configuration is built
     if args.config_dir is None:
         experiments.lookup_experiment(args.experiment or "jw")
     if args.markdown and not args.diagnostics:

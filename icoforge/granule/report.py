@@ -119,26 +119,21 @@ def setup_table(data: Data) -> TableSpec:
         title="setup (seconds)",
         columns=[("phase", "left")] + [(b["backend"], "right") for b in bs],
         rows=rows,
-        caption="; ".join([_common_caption(data), *our_construct_sites(bs)]),
+        caption="; ".join([_common_caption(data), *construct_sites(bs)]),
     )
 
 
-def our_construct_sites(bs: list[Data], top: int = 3) -> list[str]:
-    """Where icoforge's Python in `construct` went, by function, per backend that has it; then
-    GT4Py's, inclusive (reports before 2026-12-08 have only ours)."""
-    ours = [
-        f"icoforge's Python in construct ({b['backend']}): "
-        + ", ".join(f"{site} {_s(sec)} s" for site, sec in list(b["construct_our_sites"].items())[:top])
+def construct_sites(bs: list[Data], top: int = 3) -> list[str]:
+    """Where `construct` went by function, per backend that has it: icoforge's Python (innermost
+    icoforge frame), then GT4Py's (inclusive; reports before 2026-12-08 have only ours)."""
+    kinds = (("construct_our_sites", "icoforge's Python in construct ({})", top),
+             ("construct_gt4py_sites", "GT4Py's Python in construct ({}), inclusive", 2 * top))  # fmt: skip
+    return [
+        label.format(b["backend"]) + ": " + ", ".join(f"{site} {_s(sec)} s" for site, sec in list(b[key].items())[:n])
+        for key, label, n in kinds
         for b in bs
-        if b.get("construct_our_sites")
+        if b.get(key)
     ]
-    gt4py = [
-        f"GT4Py's Python in construct ({b['backend']}), inclusive: "
-        + ", ".join(f"{site} {_s(sec)} s" for site, sec in list(b["construct_gt4py_sites"].items())[: 2 * top])
-        for b in bs
-        if b.get("construct_gt4py_sites")
-    ]
-    return ours + gt4py
 
 
 def _common_parts(common: dict[str, float], cached: bool, factory_backend: str) -> str:

@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from icoforge import settings
 from icoforge.backend.runtime import compile_pool
 from icoforge.backend.frontend import gt4py_compat
 from icoforge.errors import IcoforgeError
@@ -43,6 +42,7 @@ from icoforge.granule.solver import (
 from icoforge.granule.state import initial_state, refill_states, to_states
 from icoforge.owners import OwnerSampler
 from icoforge.suite import peers
+from icoforge.suite.backends import warm_compile_workers
 
 # (at_first_substep, at_last_substep) of SolveNonhydro.time_step
 VARIANTS: dict[str, tuple[bool, bool]] = {"first": (True, False), "middle": (False, False), "last": (False, True)}
@@ -261,12 +261,9 @@ class Granule:
         s = self.result.setup_s
         self._fallbacks_before = len(gb.FALLEN_BACK)
         started = time.time()
-        if self.name.startswith("icoforge") and settings.current().warm_pool:
-            # GT4Py's workers start at the first submissions and import for seconds before their
-            # first job: start them now, while the grid goes to the device and icon4py constructs
-            # (H200, REGIONAL/80 cold: started at construction, the first job still began 6.7 s
-            # after its submission, 16.5 s into construction; session 14)
-            compile_pool.warm_up_for(self.backend)
+        # before the grid goes to the device (H200, REGIONAL/80 cold, workers started at
+        # construction: the first job still began 6.7 s after its submission, 16.5 s into it; s14)
+        warm_compile_workers(self.name, self.backend)
         t0 = time.perf_counter()
         self.grid = self.granule_grid()
         if self.gpu:

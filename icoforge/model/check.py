@@ -38,12 +38,12 @@ def run_and_collect(meta: dict[str, Any], backend_name: str, progress: Callable[
     """The JW configuration `meta` describes, run with `backend_name`; the prognostic fields after
     every step. `tamper` (tests only) may change the collected fields before they are returned."""
     from icoforge.grids.load import resolve_grid_path
-    from icoforge.suite.backends import get_backend
+    from icoforge.suite.backends import get_backend, warm_compile_workers
 
     if meta["experiment"] != "jw":
         raise ValueError(f"stored experiment {meta['experiment']!r}: only jw is known")
     backend = get_backend(backend_name)
-    run.warm_compile_workers(backend_name, backend)
+    warm_compile_workers(backend_name, backend)
     run.quiet_icon4py(verbose)
     with tempfile.TemporaryDirectory(prefix="icoforge-model-") as tmp:
         moist = meta.get("moist", "")  # "", "tracers" or "muphys"

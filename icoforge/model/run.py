@@ -109,25 +109,11 @@ def _phase(name: str, times: dict[str, float], owners: dict[str, dict[str, float
     """Times the block as setup phase `name`, and splits its wall time by whose Python ran
     (`icoforge.owners`: GT4Py's front end, a wait for a compile job, icon4py's factories, ours)."""
     progress(f"{name} ...")
-    t0 = time.perf_counter()
     with OwnerSampler() as whose:
         yield
-    times[name] = time.perf_counter() - t0
+    times[name] = whose.wall_s
     owners[name] = whose.seconds
     progress(f"{name}: {times[name]:.1f} s")
-
-
-def warm_compile_workers(name: str, backend: Any) -> None:
-    """Start GT4Py's compile workers now, for an icoforge backend. They start at the first
-    submission and import GT4Py before their first job, and icon4py's field factories in
-    `initialize_driver` wait for each program's job in turn: started first thing, they import
-    while this process builds the configuration and imports icon4py's driver (2-core VM, JW
-    R2B3/10, warm caches: the waits in setup 11.6 -> 2.0 s, time to the first step 45 -> 38 s,
-    two pairs). A peer's pool is left as GT4Py starts it."""
-    from icoforge.backend.runtime import compile_pool
-
-    if name.startswith("icoforge") and settings.current().warm_pool:
-        compile_pool.warm_up_for(backend)
 
 
 def quiet_icon4py(verbose: bool) -> None:

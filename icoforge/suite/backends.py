@@ -176,5 +176,18 @@ def _make_backend(name: str, schedule: str) -> Any:
     return factory()
 
 
+def warm_compile_workers(name: str, backend: Any) -> None:
+    """Start GT4Py's compile workers now for an icoforge backend (`ICOFORGE_WARM_POOL=0`: not).
+    GT4Py starts them at the first submission, and each imports GT4Py for seconds before its
+    first job; started early, they import while the caller sets up (the granule: while the grid
+    goes to the device and icon4py constructs; the model: while the configuration is built and
+    icon4py's driver imported, before its field factories wait for each program in turn). A
+    peer's pool is left as GT4Py starts it."""
+    from icoforge.backend.runtime import compile_pool
+
+    if name.startswith("icoforge") and settings.current().warm_pool:
+        compile_pool.warm_up_for(backend)
+
+
 def is_gpu_backend(name: str) -> bool:
     return name in GPU_BACKENDS

@@ -178,12 +178,13 @@ def test_a_setup_phase_is_timed_and_sampled():
 def test_compile_workers_start_first_thing_for_icoforge_only(monkeypatch):
     from icoforge import settings
     from icoforge.backend.runtime import compile_pool
+    from icoforge.suite.backends import warm_compile_workers
 
     started = []
     monkeypatch.setattr(compile_pool, "warm_up_for", lambda backend, workers=None: started.append(backend))
     with settings.overridden(warm_pool=True):
-        run.warm_compile_workers("icoforge-cpu", "ours")
-        run.warm_compile_workers("dace_gpu", "a peer's descriptor")  # GT4Py starts a peer's pool as it does
+        warm_compile_workers("icoforge-cpu", "ours")
+        warm_compile_workers("dace_gpu", "a peer's descriptor")  # GT4Py starts a peer's pool as it does
     with settings.overridden(warm_pool=False):
-        run.warm_compile_workers("icoforge-cuda", "ours, switched off")
+        warm_compile_workers("icoforge-cuda", "ours, switched off")
     assert started == ["ours"]
